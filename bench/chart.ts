@@ -1,0 +1,57 @@
+/** A small SVG chart of bench results: two panels (req/s, p99 latency), median bars with min–max whiskers. */
+interface Spread {
+  min: number
+  median: number
+  max: number
+}
+interface Side {
+  rps: Spread
+  p99_ms: Spread
+}
+type Scenarios = Record<string, { weft: Side; node_http: Side }>
+
+const COLORS = { weft: '#2b6cb0', node_http: '#a0aec0' }
+const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;')
+
+function panel(x0: number, title: string, scenarios: Scenarios, pick: (s: Side) => Spread, unit: string): string {
+  const w = 420
+  const h = 260
+  const names = Object.keys(scenarios)
+  const max = Math.max(...names.flatMap((n) => [pick(scenarios[n]!.weft).max, pick(scenarios[n]!.node_http).max])) * 1.1 || 1
+  const y = (v: number) => 40 + h - (v / max) * h
+  let out = `<text x="${x0 + w / 2}" y="24" text-anchor="middle" font-size="14">${esc(title)}</text>`
+  out += `<line x1="${x0 + 40}" y1="${40 + h}" x2="${x0 + w}" y2="${40 + h}" stroke="#333"/>`
+  for (let i = 0; i <= 4; i++) {
+    const v = (max / 4) * i
+    out += `<text x="${x0 + 36}" y="${y(v) + 4}" text-anchor="end" font-size="10">${v >= 1000 ? Math.round(v / 1000) + 'k' : v.toFixed(v < 10 ? 2 : 0)}</text>`
+    out += `<line x1="${x0 + 40}" y1="${y(v)}" x2="${x0 + w}" y2="${y(v)}" stroke="#eee"/>`
+  }
+  const group = (w - 40) / names.length
+  names.forEach((n, gi) => {
+    const gx = x0 + 40 + gi * group
+    ;(['weft', 'node_http'] as const).forEach((side, si) => {
+      const s = pick(scenarios[n]![side])
+      const bx = gx + group * 0.15 + si * group * 0.35
+      const bw = group * 0.3
+      out += `<rect x="${bx}" y="${y(s.median)}" width="${bw}" height="${40 + h - y(s.median)}" fill="${COLORS[side]}"/>`
+      out += `<line x1="${bx + bw / 2}" y1="${y(s.max)}" x2="${bx + bw / 2}" y2="${y(s.min)}" stroke="#000"/>`
+      out += `<line x1="${bx + bw * 0.3}" y1="${y(s.max)}" x2="${bx + bw * 0.7}" y2="${y(s.max)}" stroke="#000"/>`
+      out += `<line x1="${bx + bw * 0.3}" y1="${y(s.min)}" x2="${bx + bw * 0.7}" y2="${y(s.min)}" stroke="#000"/>`
+      out += `<text x="${bx + bw / 2}" y="${y(s.max) - 4}" text-anchor="middle" font-size="9">${s.median >= 1000 ? Math.round(s.median) : s.median.toFixed(2)}</text>`
+    })
+    out += `<text x="${gx + group / 2}" y="${40 + h + 16}" text-anchor="middle" font-size="11">${esc(n)}</text>`
+  })
+  out += `<text x="${x0 + 8}" y="${40 + h / 2}" font-size="10" transform="rotate(-90 ${x0 + 8} ${40 + h / 2})" text-anchor="middle">${esc(unit)}</text>`
+  return out
+}
+
+export function barChart(scenarios: Scenarios, title: string): string {
+  const width = 900
+  const height = 360
+  let body = `<text x="${width / 2}" y="12" text-anchor="middle" font-size="12" fill="#555">${esc(title)}</text>`
+  body += `<g transform="translate(0,10)">${panel(0, 'requests/s (median, min–max)', scenarios, (s) => s.rps, 'req/s')}</g>`
+  body += `<g transform="translate(0,10)">${panel(460, 'p99 latency (median, min–max)', scenarios, (s) => s.p99_ms, 'ms')}</g>`
+  body += `<rect x="20" y="${height - 22}" width="12" height="12" fill="${COLORS.weft}"/><text x="38" y="${height - 12}" font-size="11">weft (uWebSockets.js)</text>`
+  body += `<rect x="200" y="${height - 22}" width="12" height="12" fill="${COLORS.node_http}"/><text x="218" y="${height - 12}" font-size="11">node:http, same pipeline</text>`
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>${body}</svg>\n`
+}

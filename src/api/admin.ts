@@ -1,0 +1,94 @@
+import { Type } from '@sinclair/typebox'
+import { KeyError, type KeyInfo, type KeyStore } from '../auth/keys.js'
+import { ApiError } from '../http/errors.js'
+import { route, type RouteDef } from '../http/route.js'
+
+const KeyInfoSchema = Type.Object({
+  key_id: Type.String(),
+  name: Type.String(),
+  user_id: Type.String({ description: 'Becomes svc_user_id on everything written with this key' }),
+  entities: Type.Union([Type.Array(Type.String()), Type.Null()], { description: 'null: every entity' }),
+  is_admin: Type.Boolean(),
+  prefix: Type.String({ description: 'The first characters of the key, to recognise it' }),
+  created_at: Type.String({ format: 'date-time' }),
+  revoked_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+})
+
+const KeyCreateReqSchema = Type.Object(
+  {
+    user_id: Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.@-]+$' }),
+    name: Type.Optional(Type.String({ maxLength: 200 })),
+    entities: Type.Optional(
+      Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' }), { minItems: 1, maxItems: 1000 }), Type.Null()]),
+    ),
+    is_admin: Type.Optional(Type.Boolean({ default: false })),
+  },
+  { additionalProperties: false },
+)
+
+export function keyInfoJson(i: KeyInfo) {
+  return {
+    key_id: i.keyId,
+    name: i.name,
+    user_id: i.userId,
+    entities: i.entities,
+    is_admin: i.isAdmin,
+    prefix: i.prefix,
+    created_at: i.createdAt,
+    revoked_at: i.revokedAt,
+  }
+}
+
+/** API key management for admins; `weft keys` uses these when a server holds the catalog. */
+export function adminRoutes(keys: KeyStore): RouteDef[] {
+  return [
+    route({
+      method: 'POST',
+      path: '/admin/keys',
+      family: 'trace',
+      auth: 'admin',
+      tags: ['Admin'],
+      summary: 'Create an API key (the key is returned once)',
+      body: KeyCreateReqSchema,
+      response: { description: 'The new key', schema: Type.Object({ key: Type.String(), info: KeyInfoSchema }) },
+      handler: async (ctx) => {
+        try {
+          const { key, info } = await keys.create({
+            userId: ctx.body.user_id,
+            name: ctx.body.name,
+            entities: ctx.body.entities ?? null,
+            isAdmin: ctx.body.is_admin ?? false,
+          })
+          return { body: { key, info: keyInfoJson(info) } }
+        } catch (e) {
+          if (e instanceof KeyError) throw new ApiError(400, e.message)
+          throw e
+        }
+      },
+    }),
+    route({
+      method: 'GET',
+      path: '/admin/keys',
+      family: 'trace',
+      auth: 'admin',
+      tags: ['Admin'],
+      summary: 'List API keys (never the keys themselves)',
+      response: { description: 'Keys', schema: Type.Object({ keys: Type.Array(KeyInfoSchema) }) },
+      handler: async () => ({ body: { keys: (await keys.list()).map(keyInfoJson) } }),
+    }),
+    route({
+      method: 'DELETE',
+      path: '/admin/keys/{key_id}',
+      family: 'trace',
+      auth: 'admin',
+      tags: ['Admin'],
+      summary: 'Revoke an API key',
+      response: { description: 'The revoked key', schema: KeyInfoSchema },
+      handler: async (ctx) => {
+        const info = await keys.revoke(ctx.params.key_id!)
+        if (!info) throw new ApiError(404, `No API key with id ${JSON.stringify(ctx.params.key_id)}`)
+        return { body: keyInfoJson(info) }
+      },
+    }),
+  ]
+}

@@ -1,0 +1,118 @@
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api'
+import { MIGRATIONS } from './migrations.js'
+
+export const CATALOG_FILE = 'catalog.duckdb'
+
+export class CatalogLockedError extends Error {}
+
+/**
+ * The catalog: a DuckDB database file holding small transactional state (keys now; objects,
+ * tables, feedback and prices later). DuckDB runs statements on its own threads, so awaiting a
+ * query here does not block the event loop. One process owns the file at a time.
+ */
+export class Catalog {
+  private queue: Promise<unknown> = Promise.resolve()
+
+  private constructor(
+    private readonly instance: DuckDBInstance,
+    /** Writes and transactions, one at a time (see transaction()). */
+    private readonly conn: DuckDBConnection,
+    /** Reads outside transactions: DuckDB's MVCC shows them only committed state. */
+    private readonly readConn: DuckDBConnection,
+    readonly file: string,
+  ) {}
+
+  static async open(dataDir: string): Promise<Catalog> {
+    await fs.mkdir(dataDir, { recursive: true })
+    const file = path.join(dataDir, CATALOG_FILE)
+    let instance: DuckDBInstance
+    try {
+      instance = await DuckDBInstance.create(file)
+    } catch (e) {
+      const msg = (e as Error).message
+      if (/Could not set lock/i.test(msg)) throw new CatalogLockedError(msg)
+      throw e
+    }
+    const cat = new Catalog(instance, await instance.connect(), await instance.connect(), file)
+    await cat.migrate()
+    return cat
+  }
+
+  /** Applies, in order and each in its own transaction, the migrations this file has not seen. */
+  private async migrate(): Promise<void> {
+    await this.conn.run(
+      'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)',
+    )
+    const rows = await this.all<{ version: number }>('SELECT version FROM schema_migrations')
+    const applied = new Set(rows.map((r) => Number(r.version)))
+    for (const m of MIGRATIONS) {
+      if (applied.has(m.version)) continue
+      await this.transaction(async (tx) => {
+        for (const stmt of m.statements) await tx.run(stmt)
+        await tx.run('INSERT INTO schema_migrations VALUES ($1, $2, now())', [m.version, m.name])
+      })
+    }
+  }
+
+  async schemaVersion(): Promise<number> {
+    const [r] = await this.all<{ v: number | null }>('SELECT max(version) AS v FROM schema_migrations')
+    return Number(r?.v ?? 0)
+  }
+
+  /** A single write statement, in its own transaction. */
+  run(sql: string, params: DuckDBValue[] = []): Promise<void> {
+    return this.transaction((tx) => tx.run(sql, params))
+  }
+
+  async all<T>(sql: string, params: DuckDBValue[] = []): Promise<T[]> {
+    return rows<T>(this.readConn, sql, params)
+  }
+
+  /**
+   * Runs fn inside BEGIN/COMMIT on the write connection. Transactions are serialised: two
+   * BEGINs interleaved on one connection would merge their statements.
+   */
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    const conn = this.conn
+    const tx: Tx = {
+      run: async (sql, params = []) => {
+        await conn.run(sql, params)
+      },
+      all: (sql, params = []) => rows(conn, sql, params),
+    }
+    const next = this.queue.then(async () => {
+      await conn.run('BEGIN TRANSACTION')
+      try {
+        const out = await fn(tx)
+        await this.conn.run('COMMIT')
+        return out
+      } catch (e) {
+        await this.conn.run('ROLLBACK').catch(() => {})
+        throw e
+      }
+    })
+    this.queue = next.catch(() => {})
+    return next
+  }
+
+  async close(): Promise<void> {
+    await this.queue
+    // A checkpoint folds the WAL into the file so the next open does not replay it.
+    await this.conn.run('CHECKPOINT').catch(() => {})
+    this.readConn.closeSync()
+    this.conn.closeSync()
+    this.instance.closeSync()
+  }
+}
+
+export interface Tx {
+  run(sql: string, params?: DuckDBValue[]): Promise<void>
+  all<T>(sql: string, params?: DuckDBValue[]): Promise<T[]>
+}
+
+async function rows<T>(conn: DuckDBConnection, sql: string, params: DuckDBValue[]): Promise<T[]> {
+  const reader = await conn.runAndReadAll(sql, params)
+  return reader.getRowObjectsJS() as T[]
+}

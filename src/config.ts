@@ -1,0 +1,120 @@
+import path from 'node:path'
+
+/** Everything the server reads from its environment and flags, resolved once at start. */
+export interface Config {
+  host: string
+  port: number
+  dataDir: string
+  /** Admin key set from the environment (WEFT_API_KEY); ensured present at start. */
+  apiKey?: string
+  maxBodyBytes: number
+  /** Origins allowed by CORS; '*' allows any. */
+  corsOrigins: string[]
+  /** Peers whose X-Forwarded-For is believed (exact addresses). */
+  trustedProxies: string[]
+  /** Countries for which /geolocate answers allowed=false. */
+  geoDenyList: string[]
+  logLevel: string
+  accessLog: boolean
+  shutdownGraceMs: number
+}
+
+export const DEFAULTS = {
+  host: '127.0.0.1',
+  port: 8000,
+  dataDir: './data',
+  maxBodyBytes: 32 * 1024 * 1024,
+  corsOrigins: ['*'],
+  trustedProxies: [] as string[],
+  geoDenyList: ['CU', 'IR', 'KP', 'SY'],
+  logLevel: 'info',
+  accessLog: true,
+  shutdownGraceMs: 10_000,
+}
+
+const FLAG_TO_ENV: Record<string, string> = {
+  host: 'WEFT_HOST',
+  port: 'WEFT_PORT',
+  'data-dir': 'WEFT_DATA_DIR',
+  'api-key': 'WEFT_API_KEY',
+  'max-body-bytes': 'WEFT_MAX_BODY_BYTES',
+  'cors-origins': 'WEFT_CORS_ORIGINS',
+  'trusted-proxies': 'WEFT_TRUSTED_PROXIES',
+  'geo-deny': 'WEFT_GEO_DENY',
+  'log-level': 'WEFT_LOG_LEVEL',
+  'access-log': 'WEFT_ACCESS_LOG',
+  'shutdown-grace-ms': 'WEFT_SHUTDOWN_GRACE_MS',
+}
+
+export class ConfigError extends Error {}
+
+/** Splits `--name value` / `--name=value` flags from positional arguments. */
+export function parseFlags(argv: string[]): { flags: Record<string, string>; positional: string[] } {
+  const flags: Record<string, string> = {}
+  const positional: string[] = []
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!
+    if (!a.startsWith('--')) {
+      positional.push(a)
+      continue
+    }
+    const eq = a.indexOf('=')
+    if (eq > 0) {
+      flags[a.slice(2, eq)] = a.slice(eq + 1)
+    } else {
+      const next = argv[i + 1]
+      if (next === undefined || next.startsWith('--')) flags[a.slice(2)] = 'true'
+      else {
+        flags[a.slice(2)] = next
+        i++
+      }
+    }
+  }
+  return { flags, positional }
+}
+
+function list(v: string | undefined, fallback: string[]): string[] {
+  if (v === undefined) return fallback
+  return v
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+}
+
+function int(name: string, v: string | undefined, fallback: number, min: number, max: number): number {
+  if (v === undefined || v === '') return fallback
+  const n = Number(v)
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new ConfigError(`${name} must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`)
+  }
+  return n
+}
+
+function bool(name: string, v: string | undefined, fallback: boolean): boolean {
+  if (v === undefined || v === '') return fallback
+  if (/^(1|true|yes|on)$/i.test(v)) return true
+  if (/^(0|false|no|off)$/i.test(v)) return false
+  throw new ConfigError(`${name} must be a boolean, got ${JSON.stringify(v)}`)
+}
+
+/** Flags win over environment variables, which win over the embedded defaults. */
+export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.ProcessEnv = process.env): Config {
+  for (const f of Object.keys(flags)) {
+    if (!(f in FLAG_TO_ENV)) throw new ConfigError(`unknown flag --${f}`)
+  }
+  const get = (flag: string): string | undefined => flags[flag] ?? env[FLAG_TO_ENV[flag]!]
+  const apiKey = get('api-key')
+  return {
+    host: get('host') || DEFAULTS.host,
+    port: int('port', get('port'), DEFAULTS.port, 0, 65535),
+    dataDir: path.resolve(get('data-dir') || DEFAULTS.dataDir),
+    apiKey: apiKey ? apiKey : undefined,
+    maxBodyBytes: int('max-body-bytes', get('max-body-bytes'), DEFAULTS.maxBodyBytes, 1024, 2 ** 31),
+    corsOrigins: list(get('cors-origins'), DEFAULTS.corsOrigins),
+    trustedProxies: list(get('trusted-proxies'), DEFAULTS.trustedProxies),
+    geoDenyList: list(get('geo-deny'), DEFAULTS.geoDenyList).map((c) => c.toUpperCase()),
+    logLevel: get('log-level') || DEFAULTS.logLevel,
+    accessLog: bool('access-log', get('access-log'), DEFAULTS.accessLog),
+    shutdownGraceMs: int('shutdown-grace-ms', get('shutdown-grace-ms'), DEFAULTS.shutdownGraceMs, 0, 600_000),
+  }
+}

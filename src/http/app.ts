@@ -1,0 +1,368 @@
+import { randomUUID } from 'node:crypto'
+import { STATUS_CODES } from 'node:http'
+import type { Logger } from 'pino'
+import { canAccess, type KeyStore, type Principal } from '../auth/keys.js'
+import { ApiError, errorReply, toApiError, validationError, type Family } from './errors.js'
+import { credentialsOf } from './credentials.js'
+import { clientIpOf } from './client-ip.js'
+import { Router, type Method } from './router.js'
+import type { Ctx, Reply, RequestHeaders, RouteDef } from './route.js'
+import { compileValidator, type Validator } from './validation.js'
+
+/**
+ * One HTTP exchange as the pipeline sees it. The uWebSockets.js server implements it; so does the
+ * node:http peer in bench/, which is how the bench compares front ends doing identical work.
+ */
+export interface Exchange {
+  readonly method: string
+  readonly path: string
+  readonly query: string
+  readonly headers: RequestHeaders
+  /** The TCP peer's address as text. */
+  peerAddress(): string
+  readonly aborted: boolean
+  onAbort(cb: () => void): void
+  /** Resolves with the whole body; rejects with a 413 ApiError past `limit` bytes. */
+  readBody(limit: number): Promise<Buffer>
+  send(status: number, headers: [string, string][], body: string | Buffer, close: boolean): void
+  beginStream(status: number, headers: [string, string][]): void
+  /** Resolves when the transport can take more (backpressure), or at once if the client left. */
+  write(chunk: string | Uint8Array): Promise<void>
+  endStream(close: boolean): void
+}
+
+export interface AppOptions {
+  log: Logger
+  keys: KeyStore
+  maxBodyBytes: number
+  corsOrigins: string[]
+  trustedProxies: string[]
+  accessLog: boolean
+}
+
+interface CompiledRoute {
+  def: RouteDef
+  body?: Validator
+  query?: Validator
+}
+
+const INFERENCE_PREFIX = '/inference/v1/'
+const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/
+const CORS_ALLOW_HEADERS = 'authorization, content-type, x-request-id, openai-project, wandb-api-key, accept'
+
+export function statusLine(status: number): string {
+  return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`
+}
+
+/** Paths of the chat/inference family answer in the OpenAI envelope even when no route matches. */
+export function familyOfPath(path: string): Family {
+  return path.startsWith('/v1/') || path === '/v1' || path.startsWith('/inference/') ? 'openai' : 'trace'
+}
+
+export class App {
+  readonly router = new Router<CompiledRoute>()
+  private readonly routeList: RouteDef[] = []
+  private inFlight = 0
+  private idleWaiters: (() => void)[] = []
+  /** Set during shutdown: new requests get 503 and their connection is closed. */
+  draining = false
+
+  constructor(private readonly opts: AppOptions) {}
+
+  add(defs: RouteDef[]): void {
+    for (const def of defs) {
+      const compiled: CompiledRoute = {
+        def,
+        body: def.body ? compileValidator(def.body, 'body') : undefined,
+        query: def.query ? compileValidator(def.query, 'query') : undefined,
+      }
+      this.router.add(def.method, def.path, compiled, { catchAll: def.catchAll })
+      this.routeList.push(def)
+    }
+  }
+
+  get routes(): readonly RouteDef[] {
+    return this.routeList
+  }
+
+  get pending(): number {
+    return this.inFlight
+  }
+
+  /** Resolves once no request is in flight. */
+  idle(): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve()
+    return new Promise((r) => this.idleWaiters.push(r))
+  }
+
+  async dispatch(ex: Exchange): Promise<void> {
+    const started = performance.now()
+    const incomingId = ex.headers['x-request-id']
+    const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : randomUUID()
+    const cors = this.corsHeaders(ex.headers.origin)
+    const base: [string, string][] = [['x-request-id', requestId], ...cors]
+    let family = familyOfPath(ex.path)
+    let status = 0
+    let principal: Principal | null = null
+    this.inFlight++
+    try {
+      if (this.draining) throw new ApiError(503, 'Server is shutting down', { headers: { 'retry-after': '1' } })
+      if (ex.method === 'OPTIONS') {
+        status = this.preflight(ex, base)
+        return
+      }
+      const m = this.match(ex.method, ex.path)
+      if (m.kind === 'not_found') throw new ApiError(404, `No route for ${ex.method} ${ex.path}`)
+      if (m.kind === 'bad_path') throw new ApiError(400, m.message)
+      if (m.kind === 'method_not_allowed') {
+        throw new ApiError(405, `Method ${ex.method} not allowed on ${ex.path}; allowed: ${m.allow.join(', ')}`, {
+          headers: { allow: m.allow.join(', ') },
+        })
+      }
+      const { def } = m.route
+      family = def.family
+      principal = this.authenticate(def, ex.headers)
+
+      const ctx = await this.buildContext(ex, m.route, m.params, requestId, principal)
+      if (def.project && principal) {
+        const project = def.project(ctx)
+        if (project !== undefined) {
+          const entity = project.slice(0, project.indexOf('/'))
+          if (!canAccess(principal, entity)) {
+            throw new ApiError(403, `This API key may not access entity ${JSON.stringify(entity)}`)
+          }
+        }
+      }
+      if (!def.handler) {
+        throw new ApiError(501, `${def.method} ${def.path} is not implemented yet${def.pending ? ` (${def.pending})` : ''}`)
+      }
+      const reply = await def.handler(ctx)
+      status = await this.write(ex, base, reply)
+    } catch (e) {
+      const err = toApiError(e)
+      if (err.status >= 500 && !(e instanceof ApiError)) {
+        this.opts.log.error({ err: e, req_id: requestId, method: ex.method, path: ex.path }, 'request failed')
+      }
+      const r = errorReply(family, err)
+      status = r.status
+      const headers = [...base, ['content-type', 'application/json'] as [string, string]]
+      for (const [k, v] of Object.entries(r.headers ?? {})) headers.push([k, v])
+      // After a 413 or during shutdown the rest of the request may still be arriving: close.
+      ex.send(status, headers, JSON.stringify(r.body), status === 413 || this.draining)
+    } finally {
+      this.inFlight--
+      if (this.inFlight === 0 && this.idleWaiters.length > 0) {
+        for (const w of this.idleWaiters.splice(0)) w()
+      }
+      if (this.opts.accessLog) {
+        this.opts.log.info(
+          {
+            req_id: requestId,
+            method: ex.method,
+            path: ex.path,
+            status: ex.aborted && status === 0 ? 499 : status,
+            ms: Math.round((performance.now() - started) * 1000) / 1000,
+            user: principal?.userId,
+          },
+          'request',
+        )
+      }
+    }
+  }
+
+  /**
+   * `/inference/v1/...` serves whatever `/v1/...` serves (the W&B Inference prefix); the
+   * `/inference/v1{path}` catch-all only sees sub-paths no /v1 route has.
+   */
+  private match(method: string, path: string) {
+    if (path.startsWith(INFERENCE_PREFIX)) {
+      const alias = this.router.match(method, '/v1/' + path.slice(INFERENCE_PREFIX.length))
+      if (alias.kind === 'found' || alias.kind === 'method_not_allowed') return alias
+    }
+    return this.router.match(method, path)
+  }
+
+  private authenticate(def: RouteDef, headers: RequestHeaders): Principal | null {
+    if (def.auth === 'none') return null
+    const scheme = def.family === 'openai' ? 'Bearer' : 'Basic'
+    const challenge = { 'www-authenticate': `${scheme} realm="weft"` }
+    const cred = credentialsOf(headers)
+    if (cred === null) {
+      const how = scheme === 'Basic' ? 'Authorization: Basic base64(api:<key>)' : 'Authorization: Bearer <key>'
+      throw new ApiError(401, `Missing credentials: send ${how}`, { headers: challenge })
+    }
+    const p = this.opts.keys.verify(cred)
+    if (!p) throw new ApiError(401, 'Invalid API key', { headers: challenge })
+    if (def.auth === 'admin' && !p.isAdmin) throw new ApiError(403, 'This operation needs an admin API key')
+    return p
+  }
+
+  private async buildContext(
+    ex: Exchange,
+    route: CompiledRoute,
+    params: Record<string, string>,
+    requestId: string,
+    principal: Principal | null,
+  ): Promise<Ctx> {
+    const { def } = route
+    let rawBody: Buffer | undefined
+    let body: unknown = undefined
+    const declared = ex.headers['content-length']
+    const hasBody = (declared !== '' && declared !== '0') || ex.headers['transfer-encoding'] !== ''
+    if (declared !== '' && Number(declared) > this.opts.maxBodyBytes) {
+      throw tooLarge(this.opts.maxBodyBytes)
+    }
+    if (hasBody || def.body || def.rawBody) {
+      rawBody = await ex.readBody(this.opts.maxBodyBytes)
+    }
+    if (def.body && !def.rawBody) {
+      body = parseJson(rawBody ?? Buffer.alloc(0))
+      const problems = route.body!(body)
+      if (problems) throw validationError(problems)
+    }
+    let query: unknown = undefined
+    if (route.query) {
+      query = queryObject(ex.query)
+      const problems = route.query(query)
+      if (problems) throw validationError(problems)
+    }
+    return new RequestContext(ex, def, params, query, body, rawBody, requestId, principal, this.opts)
+  }
+
+  private async write(ex: Exchange, base: [string, string][], reply: Reply): Promise<number> {
+    const status = reply.status ?? 200
+    const headers = [...base]
+    for (const [k, v] of Object.entries(reply.headers ?? {})) headers.push([k, v])
+    if ('stream' in reply) {
+      headers.push(['content-type', reply.contentType])
+      ex.beginStream(status, headers)
+      const it = reply.stream[Symbol.asyncIterator]()
+      try {
+        for (;;) {
+          if (ex.aborted) break
+          const { value, done } = await it.next()
+          if (done) break
+          await ex.write(value)
+        }
+      } catch (e) {
+        // Headers are gone already; the only honest signal left is to cut the connection.
+        this.opts.log.error({ err: e, path: ex.path }, 'stream failed')
+        ex.endStream(true)
+        return status
+      } finally {
+        if (ex.aborted) await it.return?.()
+      }
+      ex.endStream(this.draining)
+      return status
+    }
+    if ('raw' in reply) {
+      headers.push(['content-type', reply.contentType])
+      ex.send(status, headers, reply.raw, this.draining)
+      return status
+    }
+    headers.push(['content-type', 'application/json'])
+    ex.send(status, headers, JSON.stringify(reply.body), this.draining)
+    return status
+  }
+
+  private corsHeaders(origin: string): [string, string][] {
+    if (!origin) return []
+    const any = this.opts.corsOrigins.includes('*')
+    if (!any && !this.opts.corsOrigins.includes(origin)) return []
+    return [
+      ['access-control-allow-origin', any ? '*' : origin],
+      ['access-control-expose-headers', 'x-request-id'],
+      ['vary', 'origin'],
+    ]
+  }
+
+  private preflight(ex: Exchange, base: [string, string][]): number {
+    const m = this.router.match(ex.headers['access-control-request-method'] || 'GET', ex.path)
+    if (m.kind === 'not_found' || m.kind === 'bad_path') throw new ApiError(404, `No route for ${ex.path}`)
+    const allow = m.kind === 'found' ? [m.route.def.method] : m.allow
+    const headers: [string, string][] = [
+      ...base,
+      ['access-control-allow-methods', [...new Set([...allow, 'OPTIONS'])].join(', ')],
+      ['access-control-allow-headers', ex.headers['access-control-request-headers'] || CORS_ALLOW_HEADERS],
+      ['access-control-max-age', '600'],
+    ]
+    ex.send(204, headers, '', false)
+    return 204
+  }
+}
+
+export function tooLarge(limit: number): ApiError {
+  return new ApiError(413, `Request body is larger than the limit of ${limit} bytes`)
+}
+
+function parseJson(buf: Buffer): unknown {
+  if (buf.length === 0) {
+    throw validationError([{ loc: ['body'], msg: 'Field required', type: 'missing' }])
+  }
+  try {
+    return JSON.parse(buf.toString('utf8'))
+  } catch (e) {
+    const msg = (e as Error).message
+    const pos = /position (\d+)/.exec(msg)
+    throw validationError([
+      { loc: ['body', pos ? Number(pos[1]) : 0], msg: `JSON decode error: ${msg}`, type: 'json_invalid' },
+    ])
+  }
+}
+
+/** A query string as an object; a repeated key becomes an array. */
+export function queryObject(q: string): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = Object.create(null)
+  if (!q) return out
+  for (const [k, v] of new URLSearchParams(q)) {
+    const prev = out[k]
+    out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v]
+  }
+  return out
+}
+
+/**
+ * The handler's view of a request. The client address and the abort signal cost an address parse
+ * and an AbortController; most requests never ask, so both are made on first use.
+ */
+class RequestContext implements Ctx {
+  readonly method: Method
+  readonly path: string
+  readonly headers: RequestHeaders
+  readonly rawBody?: Buffer
+  private ip?: string
+  private abort?: AbortController
+
+  constructor(
+    private readonly ex: Exchange,
+    def: RouteDef,
+    readonly params: Record<string, string>,
+    readonly query: unknown,
+    readonly body: unknown,
+    rawBody: Buffer | undefined,
+    readonly requestId: string,
+    readonly principal: Principal | null,
+    private readonly opts: AppOptions,
+  ) {
+    this.method = ex.method as Method
+    this.path = ex.path
+    this.headers = ex.headers
+    this.rawBody = def.rawBody ? rawBody : undefined
+  }
+
+  get log(): Logger {
+    return this.opts.log
+  }
+
+  get clientIp(): string {
+    return (this.ip ??= clientIpOf(this.ex.peerAddress(), this.ex.headers['x-forwarded-for'], this.opts.trustedProxies))
+  }
+
+  get signal(): AbortSignal {
+    if (!this.abort) {
+      const abort = (this.abort = new AbortController())
+      this.ex.onAbort(() => abort.abort())
+    }
+    return this.abort.signal
+  }
+}

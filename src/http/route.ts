@@ -1,0 +1,103 @@
+import type { Static, TSchema } from '@sinclair/typebox'
+import type { Logger } from 'pino'
+import type { Family } from './errors.js'
+import type { Method } from './router.js'
+import type { Principal } from '../auth/keys.js'
+
+/**
+ * Who may call a route. `key`: any valid API key (then, where the route names a project, a key
+ * limited to some entities must cover it); `admin`: an admin key; `none`: open.
+ */
+export type AuthMode = 'none' | 'key' | 'admin'
+
+/** Request headers the server reads; uWebSockets only exposes headers while its handler runs. */
+export const READ_HEADERS = [
+  'authorization',
+  'content-type',
+  'content-length',
+  'transfer-encoding',
+  'origin',
+  'access-control-request-method',
+  'access-control-request-headers',
+  'x-request-id',
+  'x-forwarded-for',
+  'openai-project',
+  'accept',
+  'user-agent',
+  'wandb-api-key',
+] as const
+export type HeaderName = (typeof READ_HEADERS)[number]
+export type RequestHeaders = Record<HeaderName, string>
+
+export interface Ctx<B = unknown, Q = unknown> {
+  method: Method
+  path: string
+  params: Record<string, string>
+  query: Q
+  body: B
+  /** The undecoded body, for routes declared `rawBody` (ingest hands bytes to workers). */
+  rawBody?: Buffer
+  headers: RequestHeaders
+  requestId: string
+  /** The peer's address, or the client address from X-Forwarded-For when the peer is a trusted proxy. */
+  clientIp: string
+  principal: Principal | null
+  /** Aborts when the client goes away. */
+  signal: AbortSignal
+  log: Logger
+}
+
+export interface JsonReply {
+  status?: number
+  headers?: Record<string, string>
+  body: unknown
+}
+export interface RawReply {
+  status?: number
+  headers?: Record<string, string>
+  raw: string | Buffer
+  contentType: string
+}
+export interface StreamReply {
+  status?: number
+  headers?: Record<string, string>
+  contentType: string
+  /** Pulled only as fast as the client reads; abandoned (return()) when the client goes away. */
+  stream: AsyncIterable<string | Uint8Array>
+}
+export type Reply = JsonReply | RawReply | StreamReply
+
+export interface ResponseDoc {
+  description: string
+  schema?: TSchema
+  contentType?: string
+}
+
+export interface RouteDef<TB extends TSchema = TSchema, TQ extends TSchema = TSchema> {
+  method: Method
+  path: string
+  family: Family
+  auth: AuthMode
+  summary: string
+  description?: string
+  tags: string[]
+  body?: TB
+  query?: TQ
+  /** Success response, documented in OpenAPI. */
+  response?: ResponseDoc
+  /** Where the project this request touches comes from, for the entity check (403). */
+  project?: (ctx: Ctx<Static<TB>, Static<TQ>>) => string | undefined
+  rawBody?: boolean
+  catchAll?: boolean
+  /** A route that a later piece of work fills in answers 501 with this text until then. */
+  pending?: string
+  handler?: (ctx: Ctx<Static<TB>, Static<TQ>>) => Reply | Promise<Reply>
+}
+
+/** Keeps the handler's ctx typed from the route's own schemas. */
+export function route<TB extends TSchema = TSchema, TQ extends TSchema = TSchema>(def: RouteDef<TB, TQ>): RouteDef {
+  return def as unknown as RouteDef
+}
+
+export const pathProject = (ctx: Ctx): string => `${ctx.params.entity}/${ctx.params.project}`
+export const bodyProject = (ctx: Ctx<{ project_id?: string }>): string | undefined => ctx.body?.project_id

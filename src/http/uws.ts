@@ -1,0 +1,142 @@
+import uws from 'uWebSockets.js'
+import type { HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
+import { statusLine, tooLarge, type App, type Exchange } from './app.js'
+import { ApiError } from './errors.js'
+import { READ_HEADERS, type RequestHeaders } from './route.js'
+
+const STATUS = new Map<number, string>()
+function status(code: number): string {
+  let s = STATUS.get(code)
+  if (s === undefined) STATUS.set(code, (s = statusLine(code)))
+  return s
+}
+
+class UwsExchange implements Exchange {
+  aborted = false
+  private finished = false
+  private abortCbs: (() => void)[] = []
+  private peer: string | undefined
+
+  constructor(
+    private readonly res: HttpResponse,
+    readonly method: string,
+    readonly path: string,
+    readonly query: string,
+    readonly headers: RequestHeaders,
+  ) {}
+
+  abort(): void {
+    this.aborted = true
+    for (const cb of this.abortCbs.splice(0)) cb()
+  }
+
+  onAbort(cb: () => void): void {
+    if (this.aborted) cb()
+    else this.abortCbs.push(cb)
+  }
+
+  peerAddress(): string {
+    // The response object is unusable once it has ended or aborted, so read the address on first ask.
+    if (this.peer === undefined) {
+      this.peer = this.aborted || this.finished ? '' : Buffer.from(this.res.getRemoteAddressAsText()).toString()
+    }
+    return this.peer
+  }
+
+  readBody(limit: number): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = []
+      let size = 0
+      let failed = false
+      this.onAbort(() => {
+        failed = true
+        reject(new ApiError(400, 'Client disconnected'))
+      })
+      this.res.onData((chunk, isLast) => {
+        if (failed) return
+        size += chunk.byteLength
+        if (size > limit) {
+          failed = true
+          reject(tooLarge(limit))
+          return
+        }
+        // uWS reuses the chunk's memory once this callback returns: copy it.
+        chunks.push(Buffer.from(chunk.slice(0)))
+        if (isLast) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size))
+      })
+    })
+  }
+
+  send(code: number, headers: [string, string][], body: string | Buffer, close: boolean): void {
+    if (this.aborted || this.finished) return
+    this.finished = true
+    this.res.cork(() => {
+      this.res.writeStatus(status(code))
+      for (const [k, v] of headers) this.res.writeHeader(k, v)
+      this.res.end(body, close)
+    })
+  }
+
+  beginStream(code: number, headers: [string, string][]): void {
+    if (this.aborted) return
+    this.res.cork(() => {
+      this.res.writeStatus(status(code))
+      for (const [k, v] of headers) this.res.writeHeader(k, v)
+    })
+  }
+
+  write(chunk: string | Uint8Array): Promise<void> {
+    if (this.aborted || this.finished) return Promise.resolve()
+    let ok = true
+    this.res.cork(() => {
+      ok = this.res.write(chunk)
+    })
+    if (ok) return Promise.resolve()
+    // uWS has buffered the chunk; wait until the socket drains before producing more.
+    return new Promise((resolve) => {
+      this.onAbort(resolve)
+      this.res.onWritable(() => {
+        resolve()
+        return true
+      })
+    })
+  }
+
+  endStream(close: boolean): void {
+    if (this.aborted || this.finished) return
+    this.finished = true
+    this.res.cork(() => {
+      this.res.end(undefined, close)
+    })
+  }
+}
+
+export interface Listening {
+  port: number
+  /** Stops accepting connections; requests already in flight go on. */
+  stopListening(): void
+}
+
+export function serveUws(app: App, host: string, port: number): Promise<Listening> {
+  const server: TemplatedApp = uws.App()
+  server.any('/*', (res, req) => {
+    const headers = {} as RequestHeaders
+    for (const h of READ_HEADERS) headers[h] = req.getHeader(h)
+    const q = req.getQuery()
+    const ex = new UwsExchange(res, req.getMethod().toUpperCase(), req.getUrl(), q ?? '', headers)
+    res.onAborted(() => ex.abort())
+    void app.dispatch(ex)
+  })
+  return new Promise((resolve, reject) => {
+    server.listen(host, port, (sock: us_listen_socket | false) => {
+      if (!sock) {
+        reject(new Error(`cannot listen on ${host}:${port} (address in use or not available)`))
+        return
+      }
+      resolve({
+        port: uws.us_socket_local_port(sock),
+        stopListening: () => uws.us_listen_socket_close(sock),
+      })
+    })
+  })
+}

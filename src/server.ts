@@ -1,0 +1,97 @@
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import type { Logger } from 'pino'
+import type { Config } from './config.js'
+import { Catalog } from './catalog/db.js'
+import { KeyStore } from './auth/keys.js'
+import { App } from './http/app.js'
+import { canonicalIp } from './http/client-ip.js'
+import { serveUws, type Listening } from './http/uws.js'
+import { loadGeoIndex, type GeoIndex } from './geo/index.js'
+import { metaRoutes } from './api/meta.js'
+import { adminRoutes } from './api/admin.js'
+import { geolocateRoutes } from './api/geolocate.js'
+import { specRoutes } from './api/pending.js'
+
+export const SERVER_FILE = 'server.json'
+
+export interface RunningServer {
+  url: string
+  port: number
+  app: App
+  keys: KeyStore
+  catalog: Catalog
+  /** Set when this start created the first admin key: the only time the key is ever shown. */
+  createdAdminKey?: string
+  /** Stops accepting, lets in-flight requests finish (up to the grace period), closes the catalog. */
+  close(): Promise<void>
+}
+
+export interface StartOptions {
+  /** The HTTP transport; uWebSockets.js unless told otherwise (the bench's node:http peer swaps it). */
+  serve?: (app: App, host: string, port: number) => Promise<Listening>
+}
+
+/** Everything `weft serve` runs, in-process: embedders and tests call this directly. */
+export async function startServer(config: Config, log: Logger, opts: StartOptions = {}): Promise<RunningServer> {
+  const catalog = await Catalog.open(config.dataDir)
+  let closed = false
+  try {
+    const keys = await KeyStore.load(catalog)
+    let createdAdminKey: string | undefined
+    if (config.apiKey) await keys.ensureAdmin(config.apiKey)
+    else if (keys.activeCount === 0) createdAdminKey = (await keys.create({ name: 'first admin key', userId: 'admin', isAdmin: true })).key
+
+    // The range tables take a moment to parse; the server listens meanwhile and /geolocate waits.
+    const started = performance.now()
+    const geoPromise: Promise<GeoIndex> = loadGeoIndex()
+    geoPromise.then(
+      (g) => log.info({ ms: Math.round(performance.now() - started), ...g.stats }, 'geo index loaded'),
+      (err) => log.error({ err }, 'geo index failed to load'),
+    )
+
+    const app = new App({
+      log,
+      keys,
+      maxBodyBytes: config.maxBodyBytes,
+      corsOrigins: config.corsOrigins,
+      trustedProxies: config.trustedProxies.map(canonicalIp),
+      accessLog: config.accessLog,
+    })
+    app.add(metaRoutes(() => app.routes))
+    app.add(adminRoutes(keys))
+    app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
+    app.add(specRoutes())
+
+    const listening = await (opts.serve ?? serveUws)(app, config.host, config.port)
+    const host = config.host.includes(':') ? `[${config.host}]` : config.host
+    const url = `http://${host}:${listening.port}`
+    const serverFile = path.join(config.dataDir, SERVER_FILE)
+    await fs.writeFile(serverFile, JSON.stringify({ pid: process.pid, url, started_at: new Date().toISOString() }) + '\n')
+    log.info({ url, data_dir: config.dataDir, routes: app.routes.length, keys: keys.activeCount }, 'weft listening')
+
+    return {
+      url,
+      port: listening.port,
+      app,
+      keys,
+      catalog,
+      createdAdminKey,
+      async close() {
+        if (closed) return
+        closed = true
+        app.draining = true
+        listening.stopListening()
+        const deadline = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), config.shutdownGraceMs).unref())
+        const outcome = await Promise.race([app.idle().then(() => 'idle' as const), deadline])
+        if (outcome === 'timeout') log.warn({ pending: app.pending }, 'shutdown grace period over; closing with requests in flight')
+        await catalog.close()
+        await fs.rm(serverFile, { force: true })
+        log.info('weft stopped')
+      },
+    }
+  } catch (e) {
+    if (!closed) await catalog.close().catch(() => {})
+    throw e
+  }
+}

@@ -1,0 +1,91 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
+export const MAIN = path.join(ROOT, 'dist', 'src', 'main.js')
+
+export interface TestServer {
+  url: string
+  key: string
+  dataDir: string
+  proc: ChildProcess
+  /** Everything the process printed so far. */
+  output(): string
+  /** Sends a signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>
+  /** Resolves with the exit code, sending nothing. */
+  exited(): Promise<number | null>
+  basic(key?: string): Record<string, string>
+  bearer(key?: string): Record<string, string>
+}
+
+export function tempDir(prefix = 'weft-test-'): string {
+  return mkdtempSync(path.join(os.tmpdir(), prefix))
+}
+
+/** Runs the weft CLI to completion. */
+export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    p.stdout.on('data', (d) => (stdout += d))
+    p.stderr.on('data', (d) => (stderr += d))
+    p.on('exit', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+/**
+ * Starts `weft serve` as its own process on a free loopback port and a fresh data dir (unless
+ * given), and waits for it to say where it listens.
+ */
+export async function startServer(opts: { dataDir?: string; env?: Record<string, string>; args?: string[]; key?: string | null } = {}): Promise<TestServer> {
+  const dataDir = opts.dataDir ?? tempDir()
+  const key = opts.key === undefined ? 'test-admin-key-' + Math.random().toString(36).slice(2) : opts.key
+  const env: Record<string, string> = { ...process.env, WEFT_LOG_LEVEL: 'warn', ...opts.env } as Record<string, string>
+  if (key !== null) env.WEFT_API_KEY = key
+  else delete env.WEFT_API_KEY
+  const proc = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--data-dir', dataDir, ...(opts.args ?? [])], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let out = ''
+  proc.stdout!.on('data', (d) => (out += d))
+  proc.stderr!.on('data', (d) => (out += d))
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('server did not start in 20 s:\n' + out)), 20_000)
+    const check = () => {
+      const m = /listening on (http:\/\/\S+)/.exec(out)
+      if (m) {
+        clearTimeout(timer)
+        resolve(m[1]!)
+      }
+    }
+    proc.stdout!.on('data', check)
+    proc.on('exit', (code) => {
+      clearTimeout(timer)
+      reject(new Error(`server exited with ${code} before listening:\n${out}`))
+    })
+  })
+  const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)))
+  return {
+    url,
+    key: key ?? '',
+    dataDir,
+    proc,
+    output: () => out,
+    exited: () => exited,
+    async stop(signal = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal)
+      const code = await exited
+      if (!opts.dataDir) await rm(dataDir, { recursive: true, force: true })
+      return code
+    },
+    basic: (k = key ?? '') => ({ authorization: 'Basic ' + Buffer.from('api:' + k).toString('base64') }),
+    bearer: (k = key ?? '') => ({ authorization: 'Bearer ' + k }),
+  }
+}

@@ -1,0 +1,39 @@
+import t from 'tap'
+import http from 'node:http'
+import { rm } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import path from 'node:path'
+import { startServer, tempDir } from './helpers/server.js'
+
+t.test('SIGTERM lets a request in flight finish, then exits 0 and frees the catalog', async (t) => {
+  const dataDir = tempDir()
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+  const s = await startServer({ dataDir })
+  t.ok(existsSync(path.join(dataDir, 'server.json')))
+  const u = new URL(s.url)
+  const body = JSON.stringify({ project_id: 'acme/p', start: '2026-01-01T00:00:00Z' })
+  // Start an upload, stop half way, signal the server, then finish it.
+  const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = http.request(
+      { host: u.hostname, port: u.port, path: '/calls/stats', method: 'POST', headers: { ...s.basic(), 'content-length': String(body.length) } },
+      (res) => {
+        let b = ''
+        res.on('data', (d) => (b += d))
+        res.on('end', () => resolve({ status: res.statusCode!, body: b }))
+      },
+    )
+    req.on('error', reject)
+    req.write(body.slice(0, 10))
+    setTimeout(() => {
+      s.proc.kill('SIGTERM')
+      setTimeout(() => req.end(body.slice(10)), 300)
+    }, 200)
+  })
+  const r = await answer
+  t.equal(r.status, 501, 'the in-flight request got its real answer')
+  t.equal(await s.exited(), 0, 'exit code 0 after one SIGTERM')
+  t.notOk(existsSync(path.join(dataDir, 'server.json')), 'server.json removed')
+  const again = await startServer({ dataDir })
+  t.equal((await fetch(again.url + '/health')).status, 200, 'the catalog opens again')
+  await again.stop()
+})
