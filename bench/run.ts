@@ -1,7 +1,7 @@
 /**
  * Front-end bench: weft (uWebSockets.js) against the same pipeline on node:http, in one run.
  *
- *   npm run build && node dist/bench/run.js [--duration 10] [--runs 5] [--connections 64] [--scenarios health,geolocate]
+ *   npm run build && node dist/bench/run.js [--duration 10] [--runs 5] [--connections 64] [--scenarios health,geolocate] [--access-log false]
  *
  * Each server is pinned to CPU 0 and the load generator (wrk; autocannon when wrk is missing) to
  * CPU 1, so they do not compete for a core. Runs alternate between the two servers so slow drift
@@ -53,6 +53,8 @@ interface Spread {
 }
 
 const { flags } = parseFlags(process.argv.slice(2))
+/** Access logs on (the default, as users run it) or off, for both servers alike. */
+const accessLog = flags['access-log'] ?? 'true'
 const duration = Number(flags.duration ?? 10)
 const runs = Number(flags.runs ?? 5)
 const connections = Number(flags.connections ?? 64)
@@ -90,7 +92,7 @@ async function startTarget(name: string, script: string): Promise<{ name: string
   const dir = mkdtempSync(path.join(os.tmpdir(), `weft-bench-${name}-`))
   // Same settings for both, access logs included: they are part of the work a request costs.
   const args = ['-c', serverCpu, process.execPath, script, ...(name === 'weft' ? ['serve'] : []), '--port', String(port), '--data-dir', dir]
-  const proc = spawn('taskset', args, { env: { ...process.env, WEFT_API_KEY: 'bench-key', WEFT_ACCESS_LOG: 'true' }, stdio: ['ignore', 'ignore', 'inherit'] })
+  const proc = spawn('taskset', args, { env: { ...process.env, WEFT_API_KEY: 'bench-key', WEFT_ACCESS_LOG: accessLog }, stdio: ['ignore', 'ignore', 'inherit'] })
   const url = `http://127.0.0.1:${port}`
   await waitReady(url)
   return { name, url, proc, dir }
@@ -203,6 +205,7 @@ async function main(): Promise<void> {
     setup: {
       load_generator: useWrk ? 'wrk -t1 --latency' : 'autocannon',
       connections,
+      access_log: accessLog === 'true',
       duration_s: duration,
       runs,
       server_cpu: serverCpu,
