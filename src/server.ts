@@ -12,6 +12,8 @@ import { metaRoutes } from './api/meta.js'
 import { adminRoutes } from './api/admin.js'
 import { geolocateRoutes } from './api/geolocate.js'
 import { specRoutes } from './api/pending.js'
+import { callRoutes } from './api/calls.js'
+import { CallStore } from './calls/store.js'
 
 export const SERVER_FILE = 'server.json'
 
@@ -21,6 +23,7 @@ export interface RunningServer {
   app: App
   keys: KeyStore
   catalog: Catalog
+  calls: CallStore
   /** Set when this start created the first admin key: the only time the key is ever shown. */
   createdAdminKey?: string
   /** Stops accepting, lets in-flight requests finish (up to the grace period), closes the catalog. */
@@ -36,8 +39,12 @@ export interface StartOptions {
 export async function startServer(config: Config, log: Logger, opts: StartOptions = {}): Promise<RunningServer> {
   const catalog = await Catalog.open(config.dataDir)
   let closed = false
+  let openedCalls: CallStore | undefined
   try {
     const keys = await KeyStore.load(catalog)
+    const calls = await CallStore.open(config.dataDir)
+    openedCalls = calls
+    log.info(calls.recovered, 'calls write-ahead log replayed')
     let createdAdminKey: string | undefined
     if (config.apiKey) await keys.ensureAdmin(config.apiKey)
     else if (keys.activeCount === 0) createdAdminKey = (await keys.create({ name: 'first admin key', userId: 'admin', isAdmin: true })).key
@@ -61,6 +68,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     app.add(metaRoutes(() => app.routes))
     app.add(adminRoutes(keys))
     app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
+    app.add(callRoutes(calls))
     app.add(specRoutes())
 
     const listening = await (opts.serve ?? serveUws)(app, config.host, config.port)
@@ -76,6 +84,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
       app,
       keys,
       catalog,
+      calls,
       createdAdminKey,
       async close() {
         if (closed) return
@@ -85,12 +94,14 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
         const deadline = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), config.shutdownGraceMs).unref())
         const outcome = await Promise.race([app.idle().then(() => 'idle' as const), deadline])
         if (outcome === 'timeout') log.warn({ pending: app.pending }, 'shutdown grace period over; closing with requests in flight')
+        await calls.close()
         await catalog.close()
         await fs.rm(serverFile, { force: true })
         log.info('weft stopped')
       },
     }
   } catch (e) {
+    await openedCalls?.close().catch(() => {})
     if (!closed) await catalog.close().catch(() => {})
     throw e
   }

@@ -4,8 +4,6 @@ import { NumDeletedSchema } from '../schemas/common.js'
 import {
   CallStatsReqSchema,
   CallStatsResSchema,
-  CallsQueryStatsReqSchema,
-  CallsQueryStatsResSchema,
   CallsUsageReqSchema,
   CallsUsageResSchema,
 } from '../schemas/calls.js'
@@ -91,18 +89,6 @@ export function specRoutes(): RouteDef[] {
       summary: 'Time-bucketed usage and call statistics',
       body: CallStatsReqSchema,
       response: { description: 'Buckets', schema: CallStatsResSchema },
-      project: bodyProject,
-      pending: CALLS,
-    }),
-    route({
-      method: 'POST',
-      path: '/calls/query_stats',
-      family: 'trace',
-      auth: 'key',
-      tags: ['Calls'],
-      summary: 'Count calls matching a filter and query',
-      body: CallsQueryStatsReqSchema,
-      response: { description: 'Count', schema: CallsQueryStatsResSchema },
       project: bodyProject,
       pending: CALLS,
     }),

@@ -88,12 +88,17 @@ export const PredictionSchema = Type.Object({
 })
 export type Prediction = Static<typeof PredictionSchema>
 
-/** Spec §2.4; GET /v2/{entity}/{project}/ops/{object_id}/versions/{digest} */
-export const OpVersionSchema = Type.Object({
+/** What identifies one version of a versioned object in every v2 read. */
+const versionFields = {
   object_id: Type.String(),
   digest: Type.String(),
   version_index: Type.Integer({ minimum: 0 }),
   created_at: timestamp(),
+}
+
+/** Spec §2.4; GET /v2/{entity}/{project}/ops/{object_id}/versions/{digest} */
+export const OpVersionSchema = Type.Object({
+  ...versionFields,
   code: Type.String({ description: 'Source code of the op; loaded eagerly only when requested' }),
 })
 export type OpVersion = Static<typeof OpVersionSchema>
@@ -103,10 +108,7 @@ const optRef = (description: string) => Type.Optional(Nullable(ref(description))
 
 /** Upstream `EvaluationReadRes`: one line of the GET /v2/{entity}/{project}/evaluations listing. */
 export const EvaluationSchema = Type.Object({
-  object_id: Type.String(),
-  digest: Type.String(),
-  version_index: Type.Integer({ minimum: 0 }),
-  created_at: timestamp(),
+  ...versionFields,
   name: Type.String(),
   description: Type.Optional(Nullable(Type.String())),
   dataset: ref('Dataset reference'),
@@ -121,10 +123,7 @@ export type Evaluation = Static<typeof EvaluationSchema>
 
 /** Upstream `ScorerReadRes`: one line of the GET /v2/{entity}/{project}/scorers listing. */
 export const ScorerSchema = Type.Object({
-  object_id: Type.String(),
-  digest: Type.String(),
-  version_index: Type.Integer({ minimum: 0 }),
-  created_at: timestamp(),
+  ...versionFields,
   name: Type.String(),
   description: Type.Optional(Nullable(Type.String())),
   score_op: Type.String({ description: 'The Scorer.score op reference' }),

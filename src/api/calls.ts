@@ -1,0 +1,231 @@
+import { canAccess, type Principal } from '../auth/keys.js'
+import { ApiError, validationError, type Detail } from '../http/errors.js'
+import { bodyProject, route, type Ctx, type RouteDef } from '../http/route.js'
+import { compileValidator } from '../http/validation.js'
+import { endPart, startPart } from '../calls/parts.js'
+import type { CallPart, CallRecord, CallStore } from '../calls/store.js'
+import { CallsQueryStatsReqSchema, CallsQueryStatsResSchema } from '../schemas/calls.js'
+import {
+  CallCreateBatchReqSchema,
+  CallCreateBatchResSchema,
+  CallEndReqSchema,
+  CallReadReqSchema,
+  CallStartReqSchema,
+  CallStartResSchema,
+  CallUpdateReqSchema,
+  CallsDeleteReqSchema,
+  CallsQueryReqSchema,
+  EndedCallSchema,
+  StartedCallSchema,
+  type EndedCall,
+  type StartedCall,
+} from '../schemas/calls-write.js'
+import { Type } from '@sinclair/typebox'
+
+const validStart = compileValidator(StartedCallSchema, 'body')
+const validEnd = compileValidator(EndedCallSchema, 'body')
+
+/** Columns every returned call keeps, whatever `columns` asks for (reference §3.5). */
+const REQUIRED_COLUMNS = ['id', 'trace_id', 'project_id', 'op_name', 'started_at']
+
+function userOf(ctx: Ctx): string {
+  return ctx.principal?.userId ?? 'anonymous'
+}
+
+function checkProject(p: Principal | null, projectId: string): void {
+  const entity = projectId.slice(0, projectId.indexOf('/'))
+  if (p && !canAccess(p, entity)) throw new ApiError(403, `This API key may not access entity ${JSON.stringify(entity)}`)
+}
+
+function pickColumns(call: CallRecord, columns: string[] | null | undefined): CallRecord {
+  if (!columns || columns.length === 0) return call
+  const keep = new Set([...REQUIRED_COLUMNS, ...columns.map((c) => c.split('.')[0]!)])
+  // The derived summary needs these (reference §3.5).
+  if (keep.has('summary')) for (const c of ['ended_at', 'exception', 'display_name']) keep.add(c)
+  return Object.fromEntries(Object.entries(call).filter(([k]) => keep.has(k)))
+}
+
+/** One batch item: its part, or why it was rejected. */
+function batchItem(item: { mode?: string; req: Record<string, unknown> }, index: number, ctx: Ctx): { part: CallPart; res: unknown } | { error: ApiError } {
+  const mode = item.mode ?? ('start' in item.req ? 'start' : 'end')
+  try {
+    if (mode === 'start') {
+      const problems = validStart(item.req.start)
+      if (problems) throw validationError(relocate(problems, index, 'start'))
+      const start = item.req.start as StartedCall
+      checkProject(ctx.principal, start.project_id)
+      const part = startPart(start, userOf(ctx))
+      return { part, res: { id: part.id, trace_id: part.trace_id } }
+    }
+    if (mode === 'end') {
+      const problems = validEnd(item.req.end)
+      if (problems) throw validationError(relocate(problems, index, 'end'))
+      const end = item.req.end as EndedCall
+      checkProject(ctx.principal, end.project_id)
+      return { part: endPart(end), res: {} }
+    }
+    throw new ApiError(400, `Invalid mode ${JSON.stringify(mode)}: expected "start" or "end"`)
+  } catch (e) {
+    if (e instanceof ApiError) return { error: e }
+    throw e
+  }
+}
+
+function relocate(problems: Detail[], index: number, key: string): Detail[] {
+  return problems.map((d) => ({ ...d, loc: ['body', 'batch', index, 'req', key, ...d.loc.slice(1)] }))
+}
+
+export function callRoutes(store: CallStore): RouteDef[] {
+  const tags = ['Calls']
+  return [
+    route({
+      method: 'POST',
+      path: '/call/start',
+      family: 'trace',
+      auth: 'key',
+      tags,
+      summary: 'Start a call',
+      body: CallStartReqSchema,
+      response: { description: 'The call and trace ids (generated when not sent)', schema: CallStartResSchema },
+      project: (ctx) => ctx.body.start.project_id,
+      handler: async (ctx) => {
+        const part = startPart(ctx.body.start, userOf(ctx))
+        await store.ingest([part])
+        return { body: { id: part.id, trace_id: part.trace_id } }
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/call/end',
+      family: 'trace',
+      auth: 'key',
+      tags,
+      summary: 'End a call',
+      body: CallEndReqSchema,
+      project: (ctx) => ctx.body.end.project_id,
+      handler: async (ctx) => {
+        await store.ingest([endPart(ctx.body.end)])
+        return { body: {} }
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/call/upsert_batch',
+      family: 'trace',
+      auth: 'key',
+      tags,
+      summary: 'Starts and ends in one batch (the TypeScript SDK write path); bad items are reported in place',
+      body: CallCreateBatchReqSchema,
+      response: { description: 'One result per item, in order', schema: CallCreateBatchResSchema },
+      handler: async (ctx) => {
+        const parts: CallPart[] = []
+        const res = ctx.body.batch.map((item, i) => {
+          const r = batchItem(item, i, ctx)
+          if ('error' in r) return { error: r.error.message, status: r.error.details ? 422 : r.error.status, ...(r.error.details ? { detail: r.error.details } : {}) }
+          parts.push(r.part)
+          return r.res
+        })
+        await store.ingest(parts)
+        return { body: { res } }
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/call/read',
+      family: 'trace',
+      auth: 'key',
+      tags,
+      summary: 'Read one call (null when unknown or deleted)',
+      body: CallReadReqSchema,
+      project: bodyProject,
+      handler: async (ctx) => ({ body: { call: await store.read(ctx.body.project_id, ctx.body.id) } }),
+    }),
+    route({
+      method: 'POST',
+      path: '/call/update',
+      family: 'trace',
+      auth: 'key',
+      tags,
+      summary: "Update a call's display name (an empty string removes it)",
+      body: CallUpdateReqSchema,
+      project: bodyProject,
+      handler: async (ctx) => {
+        const b = ctx.body
+        if (b.display_name === undefined || b.display_name === null) throw new ApiError(400, 'One of [display_name] is required for call update')
+        const id = b.call_id
+        if (!(await store.read(b.project_id, id))) throw new ApiError(404, `Call ${JSON.stringify(id)} not found`)
+        await store.ingest([{ kind: 'update', project_id: b.project_id, id, display_name: b.display_name }])
+        return { body: {} }
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/calls/delete',
+      family: 'trace',
+      auth: 'key',
+      tags,
+      summary: 'Delete calls and all their descendants',
+      body: CallsDeleteReqSchema,
+      response: { description: 'How many calls were deleted', schema: Type.Object({ num_deleted: Type.Integer() }) },
+      project: bodyProject,
+      handler: async (ctx) => {
+        const { project_id, call_ids } = ctx.body
+        if (call_ids.length > 1000) throw new ApiError(413, 'Request too large: at most 1000 call ids per delete')
+        const ids = await store.withDescendants(project_id, call_ids)
+        const now = (BigInt(Date.now()) * 1000n).toString()
+        await store.ingest(ids.map((id) => ({ kind: 'delete' as const, project_id, id, deleted_us: now })))
+        return { body: { num_deleted: ids.length } }
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/calls/stream_query',
+      family: 'trace',
+      auth: 'key',
+      tags,
+      summary: 'Query calls; one JSON call per line',
+      body: CallsQueryReqSchema,
+      response: { description: 'JSON lines', contentType: 'application/jsonl' },
+      project: bodyProject,
+      handler: async (ctx) => {
+        const calls = await store.query(ctx.body.project_id, ctx.body)
+        const columns = ctx.body.columns
+        async function* lines() {
+          for (const c of calls) yield JSON.stringify(pickColumns(c, columns)) + '\n'
+        }
+        return { contentType: 'application/jsonl', stream: lines() }
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/calls/query',
+      family: 'trace',
+      auth: 'key',
+      tags,
+      summary: 'Query calls; all at once',
+      body: CallsQueryReqSchema,
+      project: bodyProject,
+      handler: async (ctx) => {
+        const calls = await store.query(ctx.body.project_id, ctx.body)
+        return { body: { calls: calls.map((c) => pickColumns(c, ctx.body.columns)) } }
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/calls/query_stats',
+      family: 'trace',
+      auth: 'key',
+      tags,
+      summary: 'Count calls matching a filter and query',
+      body: CallsQueryStatsReqSchema,
+      response: { description: 'Count', schema: CallsQueryStatsResSchema },
+      project: bodyProject,
+      handler: async (ctx) => {
+        const b = ctx.body
+        const count = await store.count(b.project_id, { filter: b.filter, query: b.query as { $expr: unknown } | null | undefined, limit: b.limit })
+        return { body: { count, has_more: false } }
+      },
+    }),
+  ]
+}
+

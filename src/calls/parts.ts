@@ -1,0 +1,84 @@
+import { ApiError } from '../http/errors.js'
+import type { EndedCall, StartedCall } from '../schemas/calls-write.js'
+import { isCallId, isTraceId, uuidv7 } from './ids.js'
+import type { CallPart } from './store.js'
+
+const ISO = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|z|[+-]\d{2}(?::?\d{2})?)?$/
+
+/** ISO 8601 → microseconds since the epoch, exactly (Date keeps only milliseconds). Naive times are UTC. */
+export function microsOf(text: string, field: string): string {
+  const m = ISO.exec(text)
+  if (!m) throw new ApiError(400, `${field} is not an ISO 8601 timestamp: ${JSON.stringify(text.slice(0, 64))}`)
+  const [, y, mo, d, h, mi, s, frac, tz] = m
+  const ms = Date.UTC(+y!, +mo! - 1, +d!, +h!, +mi!, +s!)
+  const check = new Date(ms)
+  if (Number.isNaN(ms) || check.getUTCDate() !== +d! || check.getUTCHours() !== +h! || +s! > 59) {
+    throw new ApiError(400, `${field} is not a valid date and time: ${JSON.stringify(text)}`)
+  }
+  let offsetMin = 0
+  if (tz && tz !== 'Z' && tz !== 'z') {
+    const sign = tz[0] === '-' ? -1 : 1
+    const digits = tz.slice(1).replace(':', '')
+    offsetMin = sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2, 4) || '0'))
+  }
+  const micros = BigInt(ms - offsetMin * 60_000) * 1000n + BigInt((frac ?? '').padEnd(6, '0').slice(0, 6) || '0')
+  return micros.toString()
+}
+
+function checkCallId(id: string, field: string): void {
+  if (!isCallId(id)) throw new ApiError(400, `Invalid ${field} ${JSON.stringify(id.slice(0, 80))}: expected 16 lowercase hex digits or a lowercase UUID`)
+}
+
+/** Every string inside a value that is a Weave ref URI, for the input_refs/output_refs filters. */
+export function refsIn(value: unknown, out: Set<string> = new Set(), depth = 0): string[] {
+  if (depth > 64) return [...out]
+  if (typeof value === 'string') {
+    if (value.startsWith('weave:///')) out.add(value)
+  } else if (Array.isArray(value)) for (const v of value) refsIn(v, out, depth + 1)
+  else if (value && typeof value === 'object') for (const v of Object.values(value)) refsIn(v, out, depth + 1)
+  return [...out]
+}
+
+export function startPart(s: StartedCall, userId: string): CallPart {
+  const id = s.id ?? uuidv7()
+  checkCallId(id, 'call id')
+  const traceId = s.trace_id ?? uuidv7()
+  if (!isTraceId(traceId)) throw new ApiError(400, `Invalid trace_id ${JSON.stringify(traceId.slice(0, 80))}: expected 32 lowercase hex digits or a lowercase UUID`)
+  if (s.parent_id) checkCallId(s.parent_id, 'parent_id')
+  if (!s.op_name.startsWith('weave:///') && s.op_name.length > 128) throw new ApiError(400, 'op_name must be at most 128 characters unless it is an op ref')
+  return {
+    kind: 'start',
+    project_id: s.project_id,
+    id,
+    trace_id: traceId,
+    parent_id: s.parent_id ?? null,
+    thread_id: s.thread_id ?? null,
+    turn_id: s.turn_id ?? null,
+    op_name: s.op_name,
+    display_name: s.display_name ?? null,
+    started_us: microsOf(s.started_at, 'started_at'),
+    attributes: JSON.stringify(s.attributes),
+    inputs: JSON.stringify(s.inputs),
+    // The server sets the user from the API key; a client-sent user id is ignored.
+    user_id: userId,
+    run_id: s.svc_run_id ?? s.wb_run_id ?? null,
+    run_step: s.svc_run_step ?? s.wb_run_step ?? null,
+    input_refs: refsIn(s.inputs),
+  }
+}
+
+export function endPart(e: EndedCall): CallPart {
+  checkCallId(e.id, 'call id')
+  return {
+    kind: 'end',
+    project_id: e.project_id,
+    id: e.id,
+    ended_us: microsOf(e.ended_at, 'ended_at'),
+    exception: e.exception ?? null,
+    output: e.output === undefined ? 'null' : JSON.stringify(e.output),
+    summary: JSON.stringify(e.summary),
+    display_name: e.display_name ?? null,
+    run_step_end: e.svc_run_step_end ?? e.wb_run_step_end ?? null,
+    output_refs: refsIn(e.output),
+  }
+}

@@ -1,0 +1,322 @@
+import path from 'node:path'
+import { DuckDBInstance, listValue, timestampValue, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api'
+import { Wal } from './wal.js'
+import { ApiError } from '../http/errors.js'
+import { CALL_COLUMNS, DERIVED, Params, compileQuery, fieldSql } from '../query/expr.js'
+
+/**
+ * One part of a call as it arrives: a start, an end, a display-name update or a delete. Parts are
+ * appended, never changed; a call is the merge of its parts (reference §5.1–5.2). JSON-valued
+ * fields are kept as JSON text; timestamps as microseconds since the epoch.
+ */
+export interface CallPart {
+  kind: 'start' | 'end' | 'update' | 'delete'
+  project_id: string
+  id: string
+  trace_id?: string | null
+  parent_id?: string | null
+  thread_id?: string | null
+  turn_id?: string | null
+  op_name?: string | null
+  display_name?: string | null
+  started_us?: string | null
+  ended_us?: string | null
+  deleted_us?: string | null
+  attributes?: string | null
+  inputs?: string | null
+  output?: string | null
+  summary?: string | null
+  exception?: string | null
+  user_id?: string | null
+  run_id?: string | null
+  run_step?: number | null
+  run_step_end?: number | null
+  input_refs?: string[]
+  output_refs?: string[]
+}
+
+export interface CallFilter {
+  op_names?: string[] | null
+  input_refs?: string[] | null
+  output_refs?: string[] | null
+  parent_ids?: string[] | null
+  trace_ids?: string[] | null
+  call_ids?: string[] | null
+  thread_ids?: string[] | null
+  turn_ids?: string[] | null
+  trace_roots_only?: boolean | null
+  svc_user_ids?: string[] | null
+  wb_user_ids?: string[] | null
+  svc_run_ids?: string[] | null
+  wb_run_ids?: string[] | null
+}
+
+export interface QueryOptions {
+  filter?: CallFilter | null
+  query?: { $expr: unknown } | null
+  sort_by?: { field: string; direction: 'asc' | 'desc' }[] | null
+  limit?: number | null
+  offset?: number | null
+}
+
+export type CallRecord = Record<string, unknown>
+
+const MAX_FILTER_LIST = 1000
+
+const PART_COLUMNS = `
+  seq BIGINT NOT NULL, kind VARCHAR NOT NULL, project_id VARCHAR NOT NULL, id VARCHAR NOT NULL,
+  trace_id VARCHAR, parent_id VARCHAR, thread_id VARCHAR, turn_id VARCHAR, op_name VARCHAR, display_name VARCHAR,
+  started_at TIMESTAMP, ended_at TIMESTAMP, deleted_at TIMESTAMP,
+  attributes VARCHAR, inputs VARCHAR, output VARCHAR, summary VARCHAR, exception VARCHAR,
+  user_id VARCHAR, run_id VARCHAR, run_step BIGINT, run_step_end BIGINT,
+  input_refs VARCHAR[], output_refs VARCHAR[]`
+
+/** Latest non-null value of each field over a call's parts, in arrival order. */
+const latest = (c: string) => `arg_max(${c}, seq) FILTER (WHERE ${c} IS NOT NULL) AS ${c}`
+const MERGED = `
+  SELECT project_id, id,
+    ${['trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id', 'run_step', 'run_step_end'].map(latest).join(',\n    ')},
+    max(deleted_at) AS deleted_at,
+    list_distinct(flatten(list(input_refs) FILTER (WHERE input_refs IS NOT NULL))) AS input_refs,
+    list_distinct(flatten(list(output_refs) FILTER (WHERE output_refs IS NOT NULL))) AS output_refs
+  FROM call_parts`
+
+const SELECT_OUT = `m.id, m.project_id, m.op_name, nullif(m.display_name, '') AS display_name, m.trace_id, m.parent_id, m.thread_id, m.turn_id,
+  epoch_us(m.started_at) AS started_us, epoch_us(m.ended_at) AS ended_us, m.attributes, m.inputs, m.output, m.summary, m.exception,
+  m.user_id, m.run_id, m.run_step, m.run_step_end, ${DERIVED['summary.weave.status']!.sql} AS d_status,
+  ${DERIVED['summary.weave.latency_ms']!.sql} AS d_latency, ${DERIVED['summary.weave.trace_name']!.sql} AS d_trace_name`
+
+/**
+ * The calls store, first slice: every acknowledged part is in the write-ahead log (fsynced, group
+ * commit) and in an in-memory DuckDB table that queries read. On start the log is replayed.
+ * Flushing to Parquet segments, compaction and the query worker pool are the next steps
+ * (see README "Calls store").
+ */
+export class CallStore {
+  private seq = 0n
+  private constructor(
+    private readonly wal: Wal,
+    private readonly db: DuckDBInstance,
+    private readonly writer: DuckDBConnection,
+    private readonly appender: DuckDBAppender,
+    private readonly reader: DuckDBConnection,
+    readonly recovered: { records: number; parts: number; truncatedBytes: number },
+  ) {}
+
+  static async open(dataDir: string): Promise<CallStore> {
+    const { wal, records, truncatedBytes } = await Wal.open(path.join(dataDir, 'calls', 'wal.log'))
+    const db = await DuckDBInstance.create(':memory:')
+    const writer = await db.connect()
+    await writer.run(`CREATE TABLE call_parts (${PART_COLUMNS})`)
+    const appender = await writer.createAppender('call_parts')
+    const reader = await db.connect()
+    let parts = 0
+    const store = new CallStore(wal, db, writer, appender, reader, { records: records.length, parts: 0, truncatedBytes })
+    for (const r of records) {
+      const batch = JSON.parse(r.toString('utf8')) as CallPart[]
+      store.apply(batch)
+      parts += batch.length
+    }
+    store.recovered.parts = parts
+    return store
+  }
+
+  /** Durable, then visible: resolves once the parts are fsynced in the log and queryable. */
+  async ingest(parts: CallPart[]): Promise<void> {
+    if (parts.length === 0) return
+    await this.wal.append(Buffer.from(JSON.stringify(parts)))
+    this.apply(parts)
+  }
+
+  private apply(parts: CallPart[]): void {
+    const a = this.appender
+    const str = (v: string | null | undefined) => (v === null || v === undefined ? a.appendNull() : a.appendVarchar(v))
+    const ts = (v: string | null | undefined) => (v === null || v === undefined ? a.appendNull() : a.appendTimestamp(timestampValue(BigInt(v))))
+    const int = (v: number | null | undefined) => (v === null || v === undefined ? a.appendNull() : a.appendBigInt(BigInt(v)))
+    const list = (v: string[] | undefined) => (v === undefined || v.length === 0 ? a.appendNull() : a.appendList(listValue(v)))
+    for (const p of parts) {
+      a.appendBigInt(++this.seq)
+      a.appendVarchar(p.kind)
+      a.appendVarchar(p.project_id)
+      a.appendVarchar(p.id)
+      str(p.trace_id)
+      str(p.parent_id)
+      str(p.thread_id)
+      str(p.turn_id)
+      str(p.op_name)
+      str(p.display_name)
+      ts(p.started_us)
+      ts(p.ended_us)
+      ts(p.deleted_us)
+      str(p.attributes)
+      str(p.inputs)
+      str(p.output)
+      str(p.summary)
+      str(p.exception)
+      str(p.user_id)
+      str(p.run_id)
+      int(p.run_step)
+      int(p.run_step_end)
+      list(p.input_refs)
+      list(p.output_refs)
+      a.endRow()
+    }
+    a.flushSync()
+  }
+
+  private filterSql(f: CallFilter | null | undefined, params: Params): string[] {
+    const where: string[] = []
+    if (!f) return where
+    const list = (name: string, values: string[] | null | undefined, column: string) => {
+      if (!values) return
+      if (values.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.${name} has more than ${MAX_FILTER_LIST} entries`)
+      where.push(`list_contains(${params.add(listValue(values))}, ${column})`)
+    }
+    if (f.op_names) {
+      if (f.op_names.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.op_names has more than ${MAX_FILTER_LIST} entries`)
+      // `weave:///e/p/op/name:*` matches every version of the op.
+      const exact = f.op_names.filter((n) => !n.endsWith(':*'))
+      const prefixes = f.op_names.filter((n) => n.endsWith(':*')).map((n) => n.slice(0, -1))
+      const ors = [`list_contains(${params.add(listValue(exact))}, m.op_name)`]
+      for (const p of prefixes) ors.push(`starts_with(m.op_name, ${params.add(p)})`)
+      where.push(`(${ors.join(' OR ')})`)
+    }
+    list('parent_ids', f.parent_ids, 'm.parent_id')
+    list('trace_ids', f.trace_ids, 'm.trace_id')
+    list('call_ids', f.call_ids, 'm.id')
+    list('thread_ids', f.thread_ids, 'm.thread_id')
+    list('turn_ids', f.turn_ids, 'm.turn_id')
+    const users = union(f.svc_user_ids, f.wb_user_ids)
+    list('svc_user_ids', users, 'm.user_id')
+    list('svc_run_ids', union(f.svc_run_ids, f.wb_run_ids), 'm.run_id')
+    for (const [name, col] of [
+      ['input_refs', 'm.input_refs'],
+      ['output_refs', 'm.output_refs'],
+    ] as const) {
+      const v = f[name]
+      if (!v) continue
+      if (v.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.${name} has more than ${MAX_FILTER_LIST} entries`)
+      where.push(`list_has_any(${col}, ${params.add(listValue(v))})`)
+    }
+    if (f.trace_roots_only) where.push('m.parent_id IS NULL')
+    return where
+  }
+
+  /** The merged, live calls of a project that match, as SQL with its parameters. */
+  private matching(project: string, opts: QueryOptions, params: Params): string {
+    const p = params.add(project)
+    const inner = [`project_id = ${p}`]
+    // Narrow the scan before merging where the filter allows: every part carries its call id.
+    if (opts.filter?.call_ids && opts.filter.call_ids.length <= MAX_FILTER_LIST) inner.push(`list_contains(${params.add(listValue(opts.filter.call_ids))}, id)`)
+    const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...this.filterSql(opts.filter, params)]
+    if (opts.query) where.push(`coalesce(${compileQuery(opts.query, params)}, false)`)
+    return `(${MERGED} WHERE ${inner.join(' AND ')} GROUP BY project_id, id) m WHERE ${where.join(' AND ')}`
+  }
+
+  private orderBy(sort: QueryOptions['sort_by'], params: Params): string {
+    if (sort === undefined || sort === null) return 'ORDER BY m.started_at ASC, m.id ASC'
+    if (sort.length === 0) return ''
+    const keys: string[] = []
+    for (const s of sort) {
+      const dir = s.direction === 'desc' ? 'DESC' : 'ASC'
+      const f = fieldSql(s.field, params)
+      if (f.json || f.type === 'string') {
+        // Numbers before strings, missing last, in either direction (reference §3.5, mixed-type rule).
+        keys.push(`(${f.sql}) IS NULL ASC`, `TRY_CAST(${f.sql} AS DOUBLE) IS NULL ASC`, `TRY_CAST(${f.sql} AS DOUBLE) ${dir}`, `(${f.sql}) ${dir}`)
+      } else keys.push(`(${f.sql}) ${dir} NULLS LAST`)
+    }
+    return `ORDER BY ${keys.join(', ')}, m.id ASC`
+  }
+
+  async query(project: string, opts: QueryOptions): Promise<CallRecord[]> {
+    const params = new Params()
+    let sql = `SELECT ${SELECT_OUT} FROM ${this.matching(project, opts, params)} ${this.orderBy(opts.sort_by, params)}`
+    if (opts.limit !== undefined && opts.limit !== null) sql += ` LIMIT ${params.add(opts.limit)}`
+    if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
+    const reader = await this.reader.runAndReadAll(sql, params.values)
+    return reader.getRowObjectsJS().map(toCall)
+  }
+
+  async count(project: string, opts: QueryOptions): Promise<number> {
+    const params = new Params()
+    const limit = opts.limit ? ` LIMIT ${params.add(opts.limit)}` : ''
+    const sql = `SELECT count(*)::BIGINT AS n FROM (SELECT 1 FROM ${this.matching(project, opts, params)}${limit})`
+    const reader = await this.reader.runAndReadAll(sql, params.values)
+    return Number(reader.getRowObjectsJS()[0]!.n)
+  }
+
+  async read(project: string, id: string): Promise<CallRecord | null> {
+    const [call] = await this.query(project, { filter: { call_ids: [id] }, limit: 1 })
+    return call ?? null
+  }
+
+  /** The given live calls and all their live descendants. */
+  async withDescendants(project: string, ids: string[]): Promise<string[]> {
+    const params = new Params()
+    const p = params.add(project)
+    const l = params.add(listValue(ids))
+    const sql = `WITH RECURSIVE m AS (SELECT * FROM (${MERGED} WHERE project_id = ${p} GROUP BY project_id, id) WHERE deleted_at IS NULL),
+      d(id) AS (SELECT id FROM m WHERE list_contains(${l}, id) UNION SELECT m.id FROM m JOIN d ON m.parent_id = d.id)
+      SELECT id FROM d`
+    const reader = await this.reader.runAndReadAll(sql, params.values)
+    return reader.getRowObjectsJS().map((r) => String(r.id))
+  }
+
+  async close(): Promise<void> {
+    await this.wal.close()
+    this.appender.closeSync()
+    this.writer.closeSync()
+    this.reader.closeSync()
+    this.db.closeSync()
+  }
+}
+
+function union(a: string[] | null | undefined, b: string[] | null | undefined): string[] | undefined {
+  if (!a && !b) return undefined
+  return [...new Set([...(a ?? []), ...(b ?? [])])]
+}
+
+/** Microseconds since the epoch → ISO 8601 with microseconds and Z, as Weave writes timestamps. */
+export function isoFromMicros(us: bigint | number | null): string | null {
+  if (us === null || us === undefined) return null
+  const b = BigInt(us)
+  const ms = b / 1000n
+  const micro = Number(((b % 1_000_000n) + 1_000_000n) % 1_000_000n)
+  const base = new Date(Number(ms)).toISOString().slice(0, 19)
+  return `${base}.${String(micro).padStart(6, '0')}Z`
+}
+
+const parse = (v: unknown) => (v === null || v === undefined ? null : JSON.parse(String(v)))
+
+function toCall(r: Record<string, unknown>): CallRecord {
+  const summary = (parse(r.summary) as Record<string, unknown> | null) ?? {}
+  const weave: Record<string, unknown> = { ...((summary.weave as Record<string, unknown>) ?? {}) }
+  weave.status = r.d_status
+  weave.trace_name = r.d_trace_name
+  if (r.d_latency !== null && r.d_latency !== undefined) weave.latency_ms = Number(r.d_latency)
+  if (r.display_name) weave.display_name = r.display_name
+  return {
+    id: r.id,
+    project_id: r.project_id,
+    op_name: r.op_name,
+    display_name: r.display_name ?? null,
+    trace_id: r.trace_id,
+    parent_id: r.parent_id ?? null,
+    thread_id: r.thread_id ?? null,
+    turn_id: r.turn_id ?? null,
+    started_at: isoFromMicros(r.started_us as bigint),
+    ended_at: isoFromMicros((r.ended_us as bigint) ?? null),
+    attributes: parse(r.attributes) ?? {},
+    inputs: parse(r.inputs) ?? {},
+    output: parse(r.output),
+    exception: r.exception ?? null,
+    summary: { ...summary, weave },
+    svc_user_id: r.user_id ?? null,
+    svc_run_id: r.run_id ?? null,
+    svc_run_step: r.run_step === null || r.run_step === undefined ? null : Number(r.run_step),
+    svc_run_step_end: r.run_step_end === null || r.run_step_end === undefined ? null : Number(r.run_step_end),
+    deleted_at: null,
+  }
+}
+
+export { CALL_COLUMNS }
