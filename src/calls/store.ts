@@ -177,7 +177,8 @@ export class CallStore {
       // `weave:///e/p/op/name:*` matches every version of the op.
       const exact = f.op_names.filter((n) => !n.endsWith(':*'))
       const prefixes = f.op_names.filter((n) => n.endsWith(':*')).map((n) => n.slice(0, -1))
-      const ors = [`list_contains(${params.add(listValue(exact))}, m.op_name)`]
+      // An empty list literal has no element type for DuckDB to bind: leave the term out instead.
+      const ors = exact.length ? [`list_contains(${params.add(listValue(exact))}, m.op_name)`] : []
       for (const p of prefixes) ors.push(`starts_with(m.op_name, ${params.add(p)})`)
       where.push(`(${ors.join(' OR ')})`)
     }
