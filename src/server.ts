@@ -13,6 +13,7 @@ import { adminRoutes } from './api/admin.js'
 import { geolocateRoutes } from './api/geolocate.js'
 import { specRoutes } from './api/pending.js'
 import { callRoutes } from './api/calls.js'
+import { otelRoutes } from './api/otel.js'
 import { CallStore } from './calls/store.js'
 
 export const SERVER_FILE = 'server.json'
@@ -69,6 +70,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     app.add(adminRoutes(keys))
     app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
     app.add(callRoutes(calls))
+    app.add(otelRoutes(calls, config.maxBodyBytes))
     app.add(specRoutes())
 
     const listening = await (opts.serve ?? serveUws)(app, config.host, config.port)

@@ -15,6 +15,7 @@ export const READ_HEADERS = [
   'authorization',
   'content-type',
   'content-length',
+  'content-encoding',
   'transfer-encoding',
   'origin',
   'access-control-request-method',
@@ -25,6 +26,9 @@ export const READ_HEADERS = [
   'accept',
   'user-agent',
   'wandb-api-key',
+  // The Weave project of OTLP spans whose resource does not name one. Weave calls this header
+  // `project_id`, but uWebSockets drops connections sending header names with underscores.
+  'project-id',
 ] as const
 export type HeaderName = (typeof READ_HEADERS)[number]
 export type RequestHeaders = Record<HeaderName, string>
