@@ -14,6 +14,8 @@ import { geolocateRoutes } from './api/geolocate.js'
 import { specRoutes } from './api/pending.js'
 import { callRoutes } from './api/calls.js'
 import { otelRoutes } from './api/otel.js'
+import { objectRoutes } from './api/objects.js'
+import { ObjectStore } from './catalog/objects.js'
 import { CallStore } from './calls/store.js'
 
 export const SERVER_FILE = 'server.json'
@@ -71,6 +73,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
     app.add(callRoutes(calls))
     app.add(otelRoutes(calls, config.maxBodyBytes))
+    app.add(objectRoutes(new ObjectStore(catalog), config.maxBodyBytes))
     app.add(specRoutes())
 
     const listening = await (opts.serve ?? serveUws)(app, config.host, config.port)

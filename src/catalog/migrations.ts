@@ -27,4 +27,33 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 2,
+    name: 'objects_and_files',
+    statements: [
+      `CREATE TABLE objects (
+        project_id VARCHAR NOT NULL,
+        object_id VARCHAR NOT NULL,
+        digest VARCHAR NOT NULL,
+        -- 0-based rank among every version of the object ever created, deleted ones included.
+        version_index INTEGER NOT NULL,
+        kind VARCHAR NOT NULL,
+        base_object_class VARCHAR,
+        leaf_object_class VARCHAR,
+        val_dump VARCHAR NOT NULL,
+        user_id VARCHAR,
+        created_at TIMESTAMP NOT NULL,
+        deleted_at TIMESTAMP,
+        PRIMARY KEY (project_id, object_id, digest)
+      )`,
+      `CREATE TABLE files (
+        project_id VARCHAR NOT NULL,
+        digest VARCHAR NOT NULL,
+        content BLOB NOT NULL,
+        size_bytes BIGINT NOT NULL,
+        created_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (project_id, digest)
+      )`,
+    ],
+  },
 ]

@@ -1,0 +1,61 @@
+import { createHash } from 'node:crypto'
+
+/**
+ * Weave's digests (reference §7.1), so refs written by existing clients resolve here:
+ * base64url(sha256(bytes)) with '-'→'X', '_'→'Y' and no padding: 43 characters of [A-Za-z0-9].
+ */
+export function digestBytes(bytes: Uint8Array | string): string {
+  return createHash('sha256').update(bytes).digest('base64url').replace(/-/g, 'X').replace(/_/g, 'Y')
+}
+
+/** Python's float repr: shortest round-trip digits, exponent form below 1e-4 and from 1e16, 2-digit exponents. */
+function pyNumber(n: number): string {
+  if (!Number.isFinite(n)) return n > 0 ? 'Infinity' : n < 0 ? '-Infinity' : 'NaN'
+  // JSON.parse cannot tell 1 from 1.0; integral values are written as Python ints.
+  if (Number.isInteger(n)) return Math.abs(n) < 1e21 ? BigInt(n).toString() : n.toString()
+  const [mant, expText] = n.toExponential().split('e') as [string, string]
+  const exp = Number(expText)
+  if (exp < -4 || exp >= 16) {
+    return `${mant}e${exp < 0 ? '-' : '+'}${String(Math.abs(exp)).padStart(2, '0')}`
+  }
+  return n.toString()
+}
+
+/** A JSON string as Python's json.dumps writes it (ensure_ascii: everything outside ' '..'~' escaped). */
+function pyString(s: string): string {
+  let out = '"'
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c === 0x22) out += '\\"'
+    else if (c === 0x5c) out += '\\\\'
+    else if (c === 0x0a) out += '\\n'
+    else if (c === 0x0d) out += '\\r'
+    else if (c === 0x09) out += '\\t'
+    else if (c === 0x08) out += '\\b'
+    else if (c === 0x0c) out += '\\f'
+    else if (c < 0x20 || c > 0x7e) out += '\\u' + c.toString(16).padStart(4, '0')
+    else out += s[i]
+  }
+  return out + '"'
+}
+
+/**
+ * `json.dumps(value)` with Python's defaults: `", "` and `": "` separators, keys in insertion order.
+ * (A JS object lists integer-like keys first; an object that had them elsewhere digests differently
+ * from Python. Weave objects use identifier keys.)
+ */
+export function pythonJsonDumps(v: unknown): string {
+  if (v === null || v === undefined) return 'null'
+  if (typeof v === 'boolean') return v ? 'true' : 'false'
+  if (typeof v === 'number') return pyNumber(v)
+  if (typeof v === 'string') return pyString(v)
+  if (Array.isArray(v)) return '[' + v.map(pythonJsonDumps).join(', ') + ']'
+  if (typeof v === 'object') {
+    return '{' + Object.entries(v as Record<string, unknown>).map(([k, x]) => `${pyString(k)}: ${pythonJsonDumps(x)}`).join(', ') + '}'
+  }
+  return 'null'
+}
+
+export function valueDigest(v: unknown): string {
+  return digestBytes(pythonJsonDumps(v))
+}
