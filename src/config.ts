@@ -17,6 +17,10 @@ export interface Config {
   logLevel: string
   accessLog: boolean
   shutdownGraceMs: number
+  /** Parts in the in-memory calls tail before it is flushed to a Parquet segment. */
+  callsFlushRows: number
+  /** Age (ms) at which a non-empty tail is flushed anyway; 0: only by size. */
+  callsFlushIntervalMs: number
 }
 
 export const DEFAULTS = {
@@ -30,6 +34,8 @@ export const DEFAULTS = {
   logLevel: 'info',
   accessLog: true,
   shutdownGraceMs: 10_000,
+  callsFlushRows: 200_000,
+  callsFlushIntervalMs: 30_000,
 }
 
 const FLAG_TO_ENV: Record<string, string> = {
@@ -44,6 +50,8 @@ const FLAG_TO_ENV: Record<string, string> = {
   'log-level': 'WEFT_LOG_LEVEL',
   'access-log': 'WEFT_ACCESS_LOG',
   'shutdown-grace-ms': 'WEFT_SHUTDOWN_GRACE_MS',
+  'calls-flush-rows': 'WEFT_CALLS_FLUSH_ROWS',
+  'calls-flush-interval-ms': 'WEFT_CALLS_FLUSH_INTERVAL_MS',
 }
 
 export class ConfigError extends Error {}
@@ -116,5 +124,7 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     logLevel: get('log-level') || DEFAULTS.logLevel,
     accessLog: bool('access-log', get('access-log'), DEFAULTS.accessLog),
     shutdownGraceMs: int('shutdown-grace-ms', get('shutdown-grace-ms'), DEFAULTS.shutdownGraceMs, 0, 600_000),
+    callsFlushRows: int('calls-flush-rows', get('calls-flush-rows'), DEFAULTS.callsFlushRows, 1, 100_000_000),
+    callsFlushIntervalMs: int('calls-flush-interval-ms', get('calls-flush-interval-ms'), DEFAULTS.callsFlushIntervalMs, 0, 86_400_000),
   }
 }

@@ -45,7 +45,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   let openedCalls: CallStore | undefined
   try {
     const keys = await KeyStore.load(catalog)
-    const calls = await CallStore.open(config.dataDir)
+    const calls = await CallStore.open(config.dataDir, { flushRows: config.callsFlushRows, flushIntervalMs: config.callsFlushIntervalMs })
     openedCalls = calls
     log.info(calls.recovered, 'calls write-ahead log replayed')
     let createdAdminKey: string | undefined

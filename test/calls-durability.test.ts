@@ -2,6 +2,7 @@ import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { appendFile, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
+import { readdirSync } from 'node:fs'
 import { Wal } from '../src/calls/wal.js'
 import { startServer, tempDir } from './helpers/server.js'
 
@@ -33,11 +34,12 @@ t.test('WAL: a torn tail is cut off, intact records survive', async (t) => {
   await third.wal.close()
 })
 
-t.test('SIGKILL during heavy ingest: every acknowledged call is there after restart, once', async (t) => {
+for (const flushRows of ['200000', '1500']) t.test(`SIGKILL during heavy ingest (flush every ${flushRows} parts): every acknowledged call is there after restart, once`, async (t) => {
   const dataDir = tempDir()
   t.teardown(() => rm(dataDir, { recursive: true, force: true }))
   const project = 'acme/durable'
-  let s = await startServer({ dataDir })
+  const env = { WEFT_CALLS_FLUSH_ROWS: flushRows }
+  let s = await startServer({ dataDir, env })
   const headers = { ...s.basic(), 'content-type': 'application/json' }
   const acked = new Set<string>()
   let stop = false
@@ -70,8 +72,10 @@ t.test('SIGKILL during heavy ingest: every acknowledged call is there after rest
   await s.exited()
   t.ok(acked.size > 500, `acknowledged ${acked.size} calls in ${batches} batches before the kill`)
 
-  s = await startServer({ dataDir })
+  s = await startServer({ dataDir, env })
   t.teardown(() => s.stop())
+  const segments = readdirSync(path.join(dataDir, 'calls')).filter((f) => f.endsWith('.parquet')).length
+  if (flushRows !== '200000') t.ok(segments > 0, `${segments} segments were flushed before the kill`)
   const r = await fetch(s.url + '/calls/stream_query', { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify({ project_id: project, columns: ['id', 'summary'] }) })
   const calls = (await r.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l))
   const seen = new Map<string, number>()

@@ -1,5 +1,7 @@
 import t from 'tap'
 import { rm } from 'node:fs/promises'
+import { readdirSync } from 'node:fs'
+import path from 'node:path'
 import { CallStore, type CallPart } from '../src/calls/store.js'
 import { endPart, startPart } from '../src/calls/parts.js'
 import { tempDir } from './helpers/server.js'
@@ -48,10 +50,10 @@ function traceParts(project: string, r: () => number): CallPart[] {
   return parts
 }
 
-t.test('the merged view does not depend on the order parts arrive in', async (t) => {
+for (const flushRows of [1_000_000, 7]) t.test(`the merged view does not depend on the order parts arrive in (flush every ${flushRows} parts)`, async (t) => {
   const dir = tempDir()
   t.teardown(() => rm(dir, { recursive: true, force: true }))
-  const store = await CallStore.open(dir)
+  const store = await CallStore.open(dir, { flushRows, flushIntervalMs: 0 })
   t.teardown(() => store.close())
   for (let seed = 1; seed <= 25; seed++) {
     const r = rng(seed)
@@ -67,6 +69,7 @@ t.test('the merged view does not depend on the order parts arrive in', async (t)
         await store.ingest(ordered.slice(i, i + n))
         i += n
       }
+      await store.flush()
       const calls = await store.query(project, { sort_by: [{ field: 'id', direction: 'asc' }] })
       views.push(JSON.stringify(calls.map(({ project_id: _p, ...rest }) => rest)))
     }
@@ -87,4 +90,46 @@ t.test('the merged view survives a restart (log replay) unchanged', async (t) =>
   t.teardown(() => store.close())
   t.equal(store.recovered.parts, parts.length)
   t.same(await store.query('re/play', {}), before)
+})
+
+t.test('segments: flushed parts live in Parquet any engine can read, and survive a restart', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const r = rng(7)
+  let store = await CallStore.open(dir, { flushRows: 40, flushIntervalMs: 0 })
+  const parts = Array.from({ length: 30 }, () => traceParts('seg/p', r)).flat()
+  for (let i = 0; i < parts.length; i += 10) await store.ingest(parts.slice(i, i + 10))
+  await store.flush()
+  const segments = [...store.segments]
+  t.ok(segments.length >= 2, `${segments.length} segments after ${parts.length} parts`)
+  t.equal(segments.reduce((a, s) => a + s.rows, 0), parts.length, 'every part is in a segment')
+  const before = await store.query('seg/p', {})
+  t.ok(before.length > 0)
+  await store.close()
+
+  const { DuckDBInstance } = await import('@duckdb/node-api')
+  const other = await DuckDBInstance.create(':memory:')
+  const conn = await other.connect()
+  const files = readdirSync(path.join(dir, 'calls')).filter((f) => f.endsWith('.parquet'))
+  t.equal(files.length, segments.length, 'no stray files')
+  const n = (await conn.runAndReadAll(`SELECT count(*)::INTEGER AS n, count(DISTINCT id)::INTEGER AS ids FROM read_parquet('${path.join(dir, 'calls', '*.parquet')}')`)).getRowObjectsJS()[0]!
+  t.equal(n.n, parts.length, 'a separate DuckDB reads every part from the Parquet files')
+  conn.closeSync()
+  other.closeSync()
+
+  store = await CallStore.open(dir, { flushRows: 40, flushIntervalMs: 0 })
+  t.teardown(() => store.close())
+  t.equal(store.recovered.segments, segments.length)
+  t.equal(store.recovered.parts, 0, 'nothing left to replay: the logs were folded into segments')
+  t.same(await store.query('seg/p', {}), before, 'same merged view after restart')
+  await store.ingest(traceParts('seg/p', r))
+  t.ok((await store.query('seg/p', {})).length > before.length, 'new writes land beside the segments')
+})
+
+t.test('a second process cannot open a held store', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const store = await CallStore.open(dir)
+  t.teardown(() => store.close())
+  await t.rejects(CallStore.open(dir), /held by process/)
 })

@@ -1,6 +1,8 @@
+import fs from 'node:fs/promises'
 import path from 'node:path'
 import { DuckDBInstance, listValue, timestampValue, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api'
-import { Wal } from './wal.js'
+import { Wal, takeLock } from './wal.js'
+import { checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest } from './segments.js'
 import { ApiError } from '../http/errors.js'
 import { CALL_COLUMNS, DERIVED, Params, compileQuery, fieldSql } from '../query/expr.js'
 
@@ -79,53 +81,160 @@ const MERGED = `
     max(deleted_at) AS deleted_at,
     list_distinct(flatten(list(input_refs) FILTER (WHERE input_refs IS NOT NULL))) AS input_refs,
     list_distinct(flatten(list(output_refs) FILTER (WHERE output_refs IS NOT NULL))) AS output_refs
-  FROM call_parts`
+  FROM all_parts`
 
 const SELECT_OUT = `m.id, m.project_id, m.op_name, nullif(m.display_name, '') AS display_name, m.trace_id, m.parent_id, m.thread_id, m.turn_id,
   epoch_us(m.started_at) AS started_us, epoch_us(m.ended_at) AS ended_us, m.attributes, m.inputs, m.output, m.summary, m.exception,
   m.user_id, m.run_id, m.run_step, m.run_step_end, ${DERIVED['summary.weave.status']!.sql} AS d_status,
   ${DERIVED['summary.weave.latency_ms']!.sql} AS d_latency, ${DERIVED['summary.weave.trace_name']!.sql} AS d_trace_name`
 
+export interface StoreOptions {
+  /** Flush the in-memory tail to a Parquet segment once it holds this many parts. */
+  flushRows?: number
+  /** …or once its oldest part is this old (ms); 0 turns the timer off. */
+  flushIntervalMs?: number
+}
+
 /**
- * The calls store, first slice: every acknowledged part is in the write-ahead log (fsynced, group
- * commit) and in an in-memory DuckDB table that queries read. On start the log is replayed.
- * Flushing to Parquet segments, compaction and the query worker pool are the next steps
- * (see README "Calls store").
+ * The calls store. Every acknowledged part is first in a write-ahead log (fsynced, group commit),
+ * then in an in-memory DuckDB table, the tail. The tail is flushed to immutable Parquet segments
+ * listed in an atomically written manifest, after which its logs are dropped. Queries read a view
+ * over the segments and the tail, so they see every acknowledged write. On start the manifest's
+ * logs are replayed into the tail.
  */
 export class CallStore {
   private seq = 0n
+  private tailRows = 0
+  private tailSince = 0
+  private flushChain: Promise<unknown> = Promise.resolve()
+  private timer?: NodeJS.Timeout
+  private closed = false
+
   private constructor(
-    private readonly wal: Wal,
+    private readonly dir: string,
+    private manifest: Manifest,
+    private wal: Wal,
     private readonly db: DuckDBInstance,
     private readonly writer: DuckDBConnection,
     private readonly appender: DuckDBAppender,
     private readonly reader: DuckDBConnection,
-    readonly recovered: { records: number; parts: number; truncatedBytes: number },
+    private readonly maint: DuckDBConnection,
+    private readonly opts: Required<StoreOptions>,
+    readonly recovered: { records: number; parts: number; truncatedBytes: number; segments: number },
   ) {}
 
-  static async open(dataDir: string): Promise<CallStore> {
-    const { wal, records, truncatedBytes } = await Wal.open(path.join(dataDir, 'calls', 'wal.log'))
+  static async open(dataDir: string, options: StoreOptions = {}): Promise<CallStore> {
+    const opts = { flushRows: options.flushRows ?? 200_000, flushIntervalMs: options.flushIntervalMs ?? 30_000 }
+    const dir = path.join(dataDir, 'calls')
+    await fs.mkdir(dir, { recursive: true })
+    await takeLock(path.join(dir, 'LOCK'))
+    let manifest = await readManifest(dir)
+    if (!manifest) {
+      manifest = { version: 1, segments: [], wals: [fileName('wal', 1)], next_file: 2 }
+      await writeManifest(dir, manifest)
+    }
     const db = await DuckDBInstance.create(':memory:')
     const writer = await db.connect()
     await writer.run(`CREATE TABLE call_parts (${PART_COLUMNS})`)
     const appender = await writer.createAppender('call_parts')
     const reader = await db.connect()
-    let parts = 0
-    const store = new CallStore(wal, db, writer, appender, reader, { records: records.length, parts: 0, truncatedBytes })
-    for (const r of records) {
-      const batch = JSON.parse(r.toString('utf8')) as CallPart[]
-      store.apply(batch)
-      parts += batch.length
+    const maint = await db.connect()
+    const recovered = { records: 0, parts: 0, truncatedBytes: 0, segments: manifest.segments.length }
+    // Replay every log the manifest still lists; only the last one takes appends.
+    const logs: { wal: Wal; records: Buffer[] }[] = []
+    for (const name of manifest.wals) {
+      const opened = await Wal.open(path.join(dir, checkName(name)))
+      logs.push(opened)
+      recovered.truncatedBytes += opened.truncatedBytes
     }
-    store.recovered.parts = parts
+    for (const l of logs.slice(0, -1)) await l.wal.close()
+    const store = new CallStore(dir, manifest, logs[logs.length - 1]!.wal, db, writer, appender, reader, maint, opts, recovered)
+    store.seq = BigInt(manifest.segments.reduce((m, seg) => Math.max(m, seg.max_seq), 0))
+    await store.refreshView()
+    for (const l of logs) {
+      for (const r of l.records) {
+        const batch = JSON.parse(r.toString('utf8')) as CallPart[]
+        store.apply(batch)
+        recovered.records++
+        recovered.parts += batch.length
+      }
+    }
+    if (opts.flushIntervalMs > 0) {
+      store.timer = setInterval(() => {
+        if (store.tailRows > 0 && Date.now() - store.tailSince >= opts.flushIntervalMs) void store.flush().catch(() => {})
+      }, Math.min(opts.flushIntervalMs, 5_000))
+      store.timer.unref()
+    }
     return store
+  }
+
+  get segments(): readonly Manifest['segments'][number][] {
+    return this.manifest.segments
   }
 
   /** Durable, then visible: resolves once the parts are fsynced in the log and queryable. */
   async ingest(parts: CallPart[]): Promise<void> {
     if (parts.length === 0) return
+    if (this.closed) throw new ApiError(503, 'The calls store is closed')
     await this.wal.append(Buffer.from(JSON.stringify(parts)))
     this.apply(parts)
+    if (this.tailRows >= this.opts.flushRows) void this.flush().catch(() => {})
+  }
+
+  /**
+   * Moves the tail into a new Parquet segment. Steps, each safe to crash after: (1) new appends go
+   * to a fresh log, listed in the manifest next to the old ones; (2) the parts of the old logs are
+   * written to a segment file, fsynced; (3) the manifest swaps the old logs for the segment;
+   * (4) the old logs are deleted. A restart replays whatever logs the manifest lists.
+   */
+  flush(): Promise<void> {
+    const run = this.flushChain.then(() => this.flushOnce())
+    this.flushChain = run.catch(() => {})
+    return run
+  }
+
+  private async flushOnce(): Promise<void> {
+    if (this.tailRows === 0 || this.closed) return
+    const oldWals = [...this.manifest.wals]
+    const newWal = fileName('wal', this.manifest.next_file++)
+    const previous = this.wal
+    this.wal = (await Wal.open(path.join(this.dir, newWal))).wal
+    this.manifest = { ...this.manifest, wals: [...oldWals, newWal] }
+    await writeManifest(this.dir, this.manifest)
+    // Every append to the old log has been applied once its sync resolved.
+    await previous.close()
+    const maxSeq = this.seq
+    const segName = fileName('seg', this.manifest.next_file++)
+    const segPath = path.join(this.dir, segName)
+    const tmp = segPath + '.tmp'
+    await this.maint.run(
+      `COPY (SELECT * FROM call_parts WHERE seq <= ${maxSeq.toString()} ORDER BY project_id, id, seq) TO '${tmp}' (FORMAT parquet, COMPRESSION zstd)`,
+    )
+    await fsyncPath(tmp)
+    await fs.rename(tmp, segPath)
+    await fsyncPath(this.dir)
+    const stats = (await this.maint.runAndReadAll(`SELECT count(*)::BIGINT AS n, min(seq) AS lo FROM read_parquet('${segPath}')`)).getRowObjectsJS()[0]!
+    const bytes = (await fs.stat(segPath)).size
+    this.manifest = {
+      ...this.manifest,
+      segments: [...this.manifest.segments, { file: segName, rows: Number(stats.n), min_seq: Number(stats.lo), max_seq: Number(maxSeq), bytes }],
+      wals: this.manifest.wals.filter((w) => !oldWals.includes(w)),
+    }
+    await writeManifest(this.dir, this.manifest)
+    await this.refreshView()
+    await this.maint.run(`DELETE FROM call_parts WHERE seq <= ${maxSeq.toString()}`)
+    this.tailRows = Number((await this.maint.runAndReadAll('SELECT count(*)::BIGINT AS n FROM call_parts')).getRowObjectsJS()[0]!.n)
+    this.tailSince = Date.now()
+    for (const w of oldWals) await fs.rm(path.join(this.dir, w), { force: true })
+  }
+
+  /** The relation queries read: every segment, then the tail. File names come from the manifest and are checked. */
+  private async refreshView(): Promise<void> {
+    const files = this.manifest.segments.map((s) => `'${path.join(this.dir, checkName(s.file))}'`)
+    const sql = files.length
+      ? `CREATE OR REPLACE VIEW all_parts AS SELECT * FROM read_parquet([${files.join(', ')}]) UNION ALL BY NAME SELECT * FROM call_parts`
+      : 'CREATE OR REPLACE VIEW all_parts AS SELECT * FROM call_parts'
+    await this.maint.run(sql)
   }
 
   private apply(parts: CallPart[]): void {
@@ -134,6 +243,7 @@ export class CallStore {
     const ts = (v: string | null | undefined) => (v === null || v === undefined ? a.appendNull() : a.appendTimestamp(timestampValue(BigInt(v))))
     const int = (v: number | null | undefined) => (v === null || v === undefined ? a.appendNull() : a.appendBigInt(BigInt(v)))
     const list = (v: string[] | undefined) => (v === undefined || v.length === 0 ? a.appendNull() : a.appendList(listValue(v)))
+    if (this.tailRows === 0) this.tailSince = Date.now()
     for (const p of parts) {
       a.appendBigInt(++this.seq)
       a.appendVarchar(p.kind)
@@ -162,6 +272,7 @@ export class CallStore {
       a.endRow()
     }
     a.flushSync()
+    this.tailRows += parts.length
   }
 
   private filterSql(f: CallFilter | null | undefined, params: Params): string[] {
@@ -264,11 +375,16 @@ export class CallStore {
   }
 
   async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer)
+    await this.flushChain
+    this.closed = true
     await this.wal.close()
     this.appender.closeSync()
     this.writer.closeSync()
     this.reader.closeSync()
+    this.maint.closeSync()
     this.db.closeSync()
+    await fs.rm(path.join(this.dir, 'LOCK'), { force: true })
   }
 }
 

@@ -27,7 +27,6 @@ export class Wal {
    */
   static async open(file: string): Promise<{ wal: Wal; records: Buffer[]; truncatedBytes: number }> {
     await fs.mkdir(path.dirname(file), { recursive: true })
-    await takeLock(file + '.lock')
     const fh = await fs.open(file, 'a+')
     const data = await fs.readFile(file)
     const records: Buffer[] = []
@@ -89,7 +88,6 @@ export class Wal {
   async close(): Promise<void> {
     while (this.flushing || this.pending.length > 0) await new Promise((r) => setTimeout(r, 1))
     await this.fh.close()
-    await fs.rm(this.file + '.lock', { force: true })
   }
 }
 
@@ -99,7 +97,7 @@ export class WalLockedError extends Error {}
  * One writer per log: two processes appending to the same file would interleave records. The lock
  * file holds the owner's pid; a lock whose process is gone (a crash, SIGKILL) is taken over.
  */
-async function takeLock(lock: string): Promise<void> {
+export async function takeLock(lock: string): Promise<void> {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       await fs.writeFile(lock, String(process.pid), { flag: 'wx' })

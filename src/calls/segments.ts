@@ -1,0 +1,65 @@
+import fs from 'node:fs/promises'
+import path from 'node:path'
+
+/** One immutable Parquet file of call parts. */
+export interface Segment {
+  file: string
+  rows: number
+  min_seq: number
+  max_seq: number
+  bytes: number
+}
+
+/**
+ * What the calls directory holds: the live segments, and the write-ahead logs whose parts are
+ * not in a segment yet, oldest first (the last one takes new appends).
+ */
+export interface Manifest {
+  version: 1
+  segments: Segment[]
+  wals: string[]
+  next_file: number
+}
+
+export const MANIFEST = 'manifest.json'
+const NAME = /^(seg|wal)-\d{6}\.(parquet|log)$/
+
+export function fileName(kind: 'seg' | 'wal', n: number): string {
+  return `${kind}-${String(n).padStart(6, '0')}.${kind === 'seg' ? 'parquet' : 'log'}`
+}
+
+/** Names in the manifest end up inside SQL text (read_parquet lists cannot be bound): only ours pass. */
+export function checkName(name: string): string {
+  if (!NAME.test(name)) throw new Error(`unexpected file name in the calls manifest: ${JSON.stringify(name)}`)
+  return name
+}
+
+export async function fsyncPath(p: string): Promise<void> {
+  const fh = await fs.open(p, 'r')
+  try {
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+}
+
+export async function readManifest(dir: string): Promise<Manifest | null> {
+  try {
+    const m = JSON.parse(await fs.readFile(path.join(dir, MANIFEST), 'utf8')) as Manifest
+    m.segments.forEach((s) => checkName(s.file))
+    m.wals.forEach(checkName)
+    return m
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null
+    throw e
+  }
+}
+
+/** Atomically: a reader sees the old manifest or the new one, never a mix, also across a crash. */
+export async function writeManifest(dir: string, m: Manifest): Promise<void> {
+  const tmp = path.join(dir, MANIFEST + '.tmp')
+  await fs.writeFile(tmp, JSON.stringify(m, null, 1))
+  await fsyncPath(tmp)
+  await fs.rename(tmp, path.join(dir, MANIFEST))
+  await fsyncPath(dir)
+}
