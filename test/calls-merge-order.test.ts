@@ -50,10 +50,14 @@ function traceParts(project: string, r: () => number): CallPart[] {
   return parts
 }
 
-for (const flushRows of [1_000_000, 7]) t.test(`the merged view does not depend on the order parts arrive in (flush every ${flushRows} parts)`, async (t) => {
+for (const [flushRows, maxSegments] of [
+  [1_000_000, 8],
+  [7, 1000],
+  [7, 2],
+]) t.test(`the merged view does not depend on the order parts arrive in (flush every ${flushRows} parts, compact past ${maxSegments} segments)`, async (t) => {
   const dir = tempDir()
   t.teardown(() => rm(dir, { recursive: true, force: true }))
-  const store = await CallStore.open(dir, { flushRows, flushIntervalMs: 0 })
+  const store = await CallStore.open(dir, { flushRows, flushIntervalMs: 0, maxSegments })
   t.teardown(() => store.close())
   for (let seed = 1; seed <= 25; seed++) {
     const r = rng(seed)
@@ -123,7 +127,18 @@ t.test('segments: flushed parts live in Parquet any engine can read, and survive
   t.equal(store.recovered.parts, 0, 'nothing left to replay: the logs were folded into segments')
   t.same(await store.query('seg/p', {}), before, 'same merged view after restart')
   await store.ingest(traceParts('seg/p', r))
-  t.ok((await store.query('seg/p', {})).length > before.length, 'new writes land beside the segments')
+  const withNew = await store.query('seg/p', {})
+  t.ok(withNew.length > before.length, 'new writes land beside the segments')
+
+  await store.flush()
+  await store.compact()
+  t.equal(store.segments.length, 1, 'compacted into one segment')
+  t.ok(store.segments[0]!.rows <= withNew.length + 1, `one row per call after folding (${store.segments[0]!.rows} rows, ${withNew.length} live calls plus deleted ones)`)
+  t.same(await store.query('seg/p', {}), withNew, 'same merged view after compaction')
+  await store.close()
+  store = await CallStore.open(dir, { flushRows: 40, flushIntervalMs: 0 })
+  t.same(await store.query('seg/p', {}), withNew, 'and after a restart')
+  t.same(readdirSync(path.join(dir, 'calls')).filter((f) => f.endsWith('.parquet')), [store.segments[0]!.file], 'the compacted-away files are gone')
 })
 
 t.test('a second process cannot open a held store', async (t) => {

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { DuckDBInstance, listValue, timestampValue, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api'
 import { Wal, takeLock } from './wal.js'
-import { checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest } from './segments.js'
+import { MANIFEST as MANIFEST_FILE, checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest } from './segments.js'
 import { ApiError } from '../http/errors.js'
 import { CALL_COLUMNS, DERIVED, Params, compileQuery, fieldSql } from '../query/expr.js'
 
@@ -93,6 +93,8 @@ export interface StoreOptions {
   flushRows?: number
   /** …or once its oldest part is this old (ms); 0 turns the timer off. */
   flushIntervalMs?: number
+  /** Past this many segments, they are compacted into one. */
+  maxSegments?: number
 }
 
 /**
@@ -124,7 +126,7 @@ export class CallStore {
   ) {}
 
   static async open(dataDir: string, options: StoreOptions = {}): Promise<CallStore> {
-    const opts = { flushRows: options.flushRows ?? 200_000, flushIntervalMs: options.flushIntervalMs ?? 30_000 }
+    const opts = { flushRows: options.flushRows ?? 200_000, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8 }
     const dir = path.join(dataDir, 'calls')
     await fs.mkdir(dir, { recursive: true })
     await takeLock(path.join(dir, 'LOCK'))
@@ -133,6 +135,9 @@ export class CallStore {
       manifest = { version: 1, segments: [], wals: [fileName('wal', 1)], next_file: 2 }
       await writeManifest(dir, manifest)
     }
+    // Files a crash left behind before the manifest named them (or after it stopped naming them).
+    const live = new Set([MANIFEST_FILE, 'LOCK', ...manifest.segments.map((x) => x.file), ...manifest.wals])
+    for (const f of await fs.readdir(dir)) if (!live.has(f)) await fs.rm(path.join(dir, f), { force: true })
     const db = await DuckDBInstance.create(':memory:')
     const writer = await db.connect()
     await writer.run(`CREATE TABLE call_parts (${PART_COLUMNS})`)
@@ -226,6 +231,51 @@ export class CallStore {
     this.tailRows = Number((await this.maint.runAndReadAll('SELECT count(*)::BIGINT AS n FROM call_parts')).getRowObjectsJS()[0]!.n)
     this.tailSince = Date.now()
     for (const w of oldWals) await fs.rm(path.join(this.dir, w), { force: true })
+    if (this.manifest.segments.length > this.opts.maxSegments) await this.compactOnce()
+  }
+
+  /** Compacts every segment into one (see compactOnce); runs in turn with flushes. */
+  compact(): Promise<void> {
+    const run = this.flushChain.then(() => this.compactOnce())
+    this.flushChain = run.catch(() => {})
+    return run
+  }
+
+  /**
+   * Folds all segments into one, each call's parts merged into a single part row whose seq is its
+   * parts' highest, so parts arriving later still win field by field. Deleted calls stay, as
+   * tombstones: a late part of a deleted call must not bring it back.
+   */
+  private async compactOnce(): Promise<void> {
+    const old = this.manifest.segments
+    if (old.length < 2 || this.closed) return
+    const files = old.map((x) => `'${path.join(this.dir, checkName(x.file))}'`).join(', ')
+    const segName = fileName('seg', this.manifest.next_file++)
+    const segPath = path.join(this.dir, segName)
+    const tmp = segPath + '.tmp'
+    const fold = ['trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id', 'run_step', 'run_step_end']
+    await this.maint.run(
+      `COPY (SELECT max(seq) AS seq, 'merged' AS kind, project_id, id, ${fold.map(latest).join(', ')},
+        max(deleted_at) AS deleted_at,
+        nullif(list_distinct(flatten(list(input_refs) FILTER (WHERE input_refs IS NOT NULL))), []) AS input_refs,
+        nullif(list_distinct(flatten(list(output_refs) FILTER (WHERE output_refs IS NOT NULL))), []) AS output_refs
+      FROM read_parquet([${files}]) GROUP BY project_id, id ORDER BY project_id, id) TO '${tmp}' (FORMAT parquet, COMPRESSION zstd)`,
+    )
+    await fsyncPath(tmp)
+    await fs.rename(tmp, segPath)
+    await fsyncPath(this.dir)
+    const stats = (await this.maint.runAndReadAll(`SELECT count(*)::BIGINT AS n, min(seq) AS lo, max(seq) AS hi FROM read_parquet('${segPath}')`)).getRowObjectsJS()[0]!
+    const bytes = (await fs.stat(segPath)).size
+    this.manifest = {
+      ...this.manifest,
+      segments: [{ file: segName, rows: Number(stats.n), min_seq: Number(stats.lo ?? 0), max_seq: Math.max(...old.map((x) => x.max_seq)), bytes }],
+    }
+    await writeManifest(this.dir, this.manifest)
+    await this.refreshView()
+    // Queries that bound the old view may still be reading the old files: remove them a little later
+    // (a restart removes any that are left).
+    const stale = old.map((x) => path.join(this.dir, x.file))
+    setTimeout(() => void Promise.all(stale.map((f) => fs.rm(f, { force: true }))), 30_000).unref()
   }
 
   /** The relation queries read: every segment, then the tail. File names come from the manifest and are checked. */
