@@ -72,6 +72,8 @@ const PART_COLUMNS = `
   attributes VARCHAR, inputs VARCHAR, output VARCHAR, summary VARCHAR, exception VARCHAR,
   user_id VARCHAR, run_id VARCHAR, run_step BIGINT, run_step_end BIGINT,
   input_refs VARCHAR[], output_refs VARCHAR[]`
+/** Tail rows also carry the number of the log they were appended to, so a flush takes exactly that log's parts. */
+const TAIL_COLUMNS = PART_COLUMNS + ', wal_gen INTEGER NOT NULL'
 
 /** Latest non-null value of each field over a call's parts, in arrival order. */
 const latest = (c: string) => `arg_max(${c}, seq) FILTER (WHERE ${c} IS NOT NULL) AS ${c}`
@@ -140,7 +142,7 @@ export class CallStore {
     for (const f of await fs.readdir(dir)) if (!live.has(f)) await fs.rm(path.join(dir, f), { force: true })
     const db = await DuckDBInstance.create(':memory:')
     const writer = await db.connect()
-    await writer.run(`CREATE TABLE call_parts (${PART_COLUMNS})`)
+    await writer.run(`CREATE TABLE call_parts (${TAIL_COLUMNS})`)
     const appender = await writer.createAppender('call_parts')
     const reader = await db.connect()
     const maint = await db.connect()
@@ -156,10 +158,11 @@ export class CallStore {
     const store = new CallStore(dir, manifest, logs[logs.length - 1]!.wal, db, writer, appender, reader, maint, opts, recovered)
     store.seq = BigInt(manifest.segments.reduce((m, seg) => Math.max(m, seg.max_seq), 0))
     await store.refreshView()
-    for (const l of logs) {
+    for (const [i, l] of logs.entries()) {
+      const gen = walNumber(manifest.wals[i]!)
       for (const r of l.records) {
         const batch = JSON.parse(r.toString('utf8')) as CallPart[]
-        store.apply(batch)
+        store.apply(batch, gen)
         recovered.records++
         recovered.parts += batch.length
       }
@@ -181,8 +184,11 @@ export class CallStore {
   async ingest(parts: CallPart[]): Promise<void> {
     if (parts.length === 0) return
     if (this.closed) throw new ApiError(503, 'The calls store is closed')
-    await this.wal.append(Buffer.from(JSON.stringify(parts)))
-    this.apply(parts)
+    // Log and generation are taken together: a flush may switch logs while this append waits.
+    const wal = this.wal
+    const gen = walNumber(this.manifest.wals[this.manifest.wals.length - 1]!)
+    await wal.append(Buffer.from(JSON.stringify(parts)))
+    this.apply(parts, gen)
     if (this.tailRows >= this.opts.flushRows) void this.flush().catch(() => {})
   }
 
@@ -206,28 +212,32 @@ export class CallStore {
     this.wal = (await Wal.open(path.join(this.dir, newWal))).wal
     this.manifest = { ...this.manifest, wals: [...oldWals, newWal] }
     await writeManifest(this.dir, this.manifest)
-    // Every append to the old log has been applied once its sync resolved.
+    // Every append to the old logs has been applied once its sync resolved.
     await previous.close()
-    const maxSeq = this.seq
+    const gens = oldWals.map(walNumber).join(', ')
     const segName = fileName('seg', this.manifest.next_file++)
     const segPath = path.join(this.dir, segName)
     const tmp = segPath + '.tmp'
     await this.maint.run(
-      `COPY (SELECT * FROM call_parts WHERE seq <= ${maxSeq.toString()} ORDER BY project_id, id, seq) TO '${tmp}' (FORMAT parquet, COMPRESSION zstd)`,
+      `COPY (SELECT * EXCLUDE (wal_gen) FROM call_parts WHERE wal_gen IN (${gens}) ORDER BY project_id, id, seq) TO '${tmp}' (FORMAT parquet, COMPRESSION zstd)`,
     )
     await fsyncPath(tmp)
     await fs.rename(tmp, segPath)
     await fsyncPath(this.dir)
-    const stats = (await this.maint.runAndReadAll(`SELECT count(*)::BIGINT AS n, min(seq) AS lo FROM read_parquet('${segPath}')`)).getRowObjectsJS()[0]!
+    const stats = (await this.maint.runAndReadAll(`SELECT count(*)::BIGINT AS n, min(seq) AS lo, max(seq) AS hi FROM read_parquet('${segPath}')`)).getRowObjectsJS()[0]!
     const bytes = (await fs.stat(segPath)).size
+    const empty = Number(stats.n) === 0
+    if (empty) await fs.rm(segPath, { force: true })
     this.manifest = {
       ...this.manifest,
-      segments: [...this.manifest.segments, { file: segName, rows: Number(stats.n), min_seq: Number(stats.lo), max_seq: Number(maxSeq), bytes }],
+      segments: empty
+        ? this.manifest.segments
+        : [...this.manifest.segments, { file: segName, rows: Number(stats.n), min_seq: Number(stats.lo ?? 0), max_seq: Number(stats.hi ?? 0), bytes }],
       wals: this.manifest.wals.filter((w) => !oldWals.includes(w)),
     }
     await writeManifest(this.dir, this.manifest)
     await this.refreshView()
-    await this.maint.run(`DELETE FROM call_parts WHERE seq <= ${maxSeq.toString()}`)
+    await this.maint.run(`DELETE FROM call_parts WHERE wal_gen IN (${gens})`)
     this.tailRows = Number((await this.maint.runAndReadAll('SELECT count(*)::BIGINT AS n FROM call_parts')).getRowObjectsJS()[0]!.n)
     this.tailSince = Date.now()
     for (const w of oldWals) await fs.rm(path.join(this.dir, w), { force: true })
@@ -282,12 +292,12 @@ export class CallStore {
   private async refreshView(): Promise<void> {
     const files = this.manifest.segments.map((s) => `'${path.join(this.dir, checkName(s.file))}'`)
     const sql = files.length
-      ? `CREATE OR REPLACE VIEW all_parts AS SELECT * FROM read_parquet([${files.join(', ')}]) UNION ALL BY NAME SELECT * FROM call_parts`
-      : 'CREATE OR REPLACE VIEW all_parts AS SELECT * FROM call_parts'
+      ? `CREATE OR REPLACE VIEW all_parts AS SELECT * FROM read_parquet([${files.join(', ')}]) UNION ALL BY NAME SELECT * EXCLUDE (wal_gen) FROM call_parts`
+      : 'CREATE OR REPLACE VIEW all_parts AS SELECT * EXCLUDE (wal_gen) FROM call_parts'
     await this.maint.run(sql)
   }
 
-  private apply(parts: CallPart[]): void {
+  private apply(parts: CallPart[], gen: number): void {
     const a = this.appender
     const str = (v: string | null | undefined) => (v === null || v === undefined ? a.appendNull() : a.appendVarchar(v))
     const ts = (v: string | null | undefined) => (v === null || v === undefined ? a.appendNull() : a.appendTimestamp(timestampValue(BigInt(v))))
@@ -319,6 +329,7 @@ export class CallStore {
       int(p.run_step_end)
       list(p.input_refs)
       list(p.output_refs)
+      a.appendInteger(gen)
       a.endRow()
     }
     a.flushSync()
@@ -436,6 +447,10 @@ export class CallStore {
     this.db.closeSync()
     await fs.rm(path.join(this.dir, 'LOCK'), { force: true })
   }
+}
+
+function walNumber(name: string): number {
+  return Number(/^wal-(\d{6})\.log$/.exec(name)![1])
 }
 
 function union(a: string[] | null | undefined, b: string[] | null | undefined): string[] | undefined {
