@@ -113,6 +113,8 @@ export class CallStore {
   private flushChain: Promise<unknown> = Promise.resolve()
   private timer?: NodeJS.Timeout
   private closed = false
+  /** Rows appended but not yet flushed into the table; see syncTail. */
+  private unsynced = false
 
   private constructor(
     private readonly dir: string,
@@ -218,6 +220,7 @@ export class CallStore {
     const segName = fileName('seg', this.manifest.next_file++)
     const segPath = path.join(this.dir, segName)
     const tmp = segPath + '.tmp'
+    this.syncTail()
     await this.maint.run(
       `COPY (SELECT * EXCLUDE (wal_gen) FROM call_parts WHERE wal_gen IN (${gens}) ORDER BY project_id, id, seq) TO '${tmp}' (FORMAT parquet, COMPRESSION zstd)`,
     )
@@ -332,8 +335,20 @@ export class CallStore {
       a.appendInteger(gen)
       a.endRow()
     }
-    a.flushSync()
+    this.unsynced = true
     this.tailRows += parts.length
+  }
+
+  /**
+   * Makes appended rows visible to queries. Flushing DuckDB's appender is synchronous and costs
+   * about as much for one row as for thousands, so ingest leaves it to the next reader: every
+   * query and flush calls this first, and so still sees every acknowledged write.
+   */
+  private syncTail(): void {
+    if (this.unsynced) {
+      this.appender.flushSync()
+      this.unsynced = false
+    }
   }
 
   private filterSql(f: CallFilter | null | undefined, params: Params): string[] {
@@ -406,6 +421,7 @@ export class CallStore {
     let sql = `SELECT ${SELECT_OUT} FROM ${this.matching(project, opts, params)} ${this.orderBy(opts.sort_by, params)}`
     if (opts.limit !== undefined && opts.limit !== null) sql += ` LIMIT ${params.add(opts.limit)}`
     if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
+    this.syncTail()
     const reader = await this.reader.runAndReadAll(sql, params.values)
     return reader.getRowObjectsJS().map(toCall)
   }
@@ -414,6 +430,7 @@ export class CallStore {
     const params = new Params()
     const limit = opts.limit ? ` LIMIT ${params.add(opts.limit)}` : ''
     const sql = `SELECT count(*)::BIGINT AS n FROM (SELECT 1 FROM ${this.matching(project, opts, params)}${limit})`
+    this.syncTail()
     const reader = await this.reader.runAndReadAll(sql, params.values)
     return Number(reader.getRowObjectsJS()[0]!.n)
   }
@@ -431,6 +448,7 @@ export class CallStore {
     const sql = `WITH RECURSIVE m AS (SELECT * FROM (${MERGED} WHERE project_id = ${p} GROUP BY project_id, id) WHERE deleted_at IS NULL),
       d(id) AS (SELECT id FROM m WHERE list_contains(${l}, id) UNION SELECT m.id FROM m JOIN d ON m.parent_id = d.id)
       SELECT id FROM d`
+    this.syncTail()
     const reader = await this.reader.runAndReadAll(sql, params.values)
     return reader.getRowObjectsJS().map((r) => String(r.id))
   }
@@ -439,6 +457,7 @@ export class CallStore {
     if (this.timer) clearInterval(this.timer)
     await this.flushChain
     this.closed = true
+    this.syncTail()
     await this.wal.close()
     this.appender.closeSync()
     this.writer.closeSync()

@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import zlib from 'node:zlib'
 
 /**
  * The write-ahead log. A record is `u32 length | u32 crc32 | payload`, little-endian. Appends are
@@ -123,19 +124,7 @@ function alive(pid: number): boolean {
   }
 }
 
-const CRC_TABLE = (() => {
-  const t = new Uint32Array(256)
-  for (let n = 0; n < 256; n++) {
-    let c = n
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1
-    t[n] = c >>> 0
-  }
-  return t
-})()
-
-/** CRC-32 (IEEE), as zlib computes it; node:zlib only exports it from Node 22 on. */
+/** CRC-32 (IEEE), native (node:zlib, Node >= 20.15). */
 export function crc32(buf: Uint8Array): number {
-  let c = 0xffffffff
-  for (let i = 0; i < buf.length; i++) c = CRC_TABLE[(c ^ buf[i]!) & 0xff]! ^ (c >>> 8)
-  return (c ^ 0xffffffff) >>> 0
+  return zlib.crc32(buf)
 }
