@@ -21,6 +21,10 @@ export interface Config {
   callsFlushRows: number
   /** Age (ms) at which a non-empty tail is flushed anyway; 0: only by size. */
   callsFlushIntervalMs: number
+  /** A call query waiting longer than this (ms) on DuckDB is stopped with 504. */
+  queryTimeoutMs: number
+  /** Most calls /calls/query returns at once (413 past it). */
+  maxQueryRows: number
 }
 
 export const DEFAULTS = {
@@ -36,6 +40,8 @@ export const DEFAULTS = {
   shutdownGraceMs: 10_000,
   callsFlushRows: 200_000,
   callsFlushIntervalMs: 30_000,
+  queryTimeoutMs: 30_000,
+  maxQueryRows: 100_000,
 }
 
 const FLAG_TO_ENV: Record<string, string> = {
@@ -52,6 +58,8 @@ const FLAG_TO_ENV: Record<string, string> = {
   'shutdown-grace-ms': 'WEFT_SHUTDOWN_GRACE_MS',
   'calls-flush-rows': 'WEFT_CALLS_FLUSH_ROWS',
   'calls-flush-interval-ms': 'WEFT_CALLS_FLUSH_INTERVAL_MS',
+  'query-timeout-ms': 'WEFT_QUERY_TIMEOUT_MS',
+  'max-query-rows': 'WEFT_MAX_QUERY_ROWS',
 }
 
 export class ConfigError extends Error {}
@@ -126,5 +134,7 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     shutdownGraceMs: int('shutdown-grace-ms', get('shutdown-grace-ms'), DEFAULTS.shutdownGraceMs, 0, 600_000),
     callsFlushRows: int('calls-flush-rows', get('calls-flush-rows'), DEFAULTS.callsFlushRows, 1, 100_000_000),
     callsFlushIntervalMs: int('calls-flush-interval-ms', get('calls-flush-interval-ms'), DEFAULTS.callsFlushIntervalMs, 0, 86_400_000),
+    queryTimeoutMs: int('query-timeout-ms', get('query-timeout-ms'), DEFAULTS.queryTimeoutMs, 1, 3_600_000),
+    maxQueryRows: int('max-query-rows', get('max-query-rows'), DEFAULTS.maxQueryRows, 1, 10_000_000),
   }
 }

@@ -15,7 +15,7 @@ Usage:
   weft serve [--host H] [--port P] [--data-dir D] [--api-key K] [--max-body-bytes N]
              [--cors-origins a,b] [--trusted-proxies ip,ip] [--geo-deny CC,CC]
              [--log-level L] [--access-log true|false] [--shutdown-grace-ms N]
-             [--calls-flush-rows N] [--calls-flush-interval-ms N]
+             [--calls-flush-rows N] [--calls-flush-interval-ms N] [--query-timeout-ms N] [--max-query-rows N]
   weft keys create --user USER [--name NAME] [--entities e1,e2] [--admin] [--data-dir D]
   weft keys list [--data-dir D]
   weft keys revoke KEY_ID [--data-dir D]
@@ -24,7 +24,7 @@ Usage:
 Environment: WEFT_HOST (${DEFAULTS.host}), WEFT_PORT (${DEFAULTS.port}), WEFT_DATA_DIR (${DEFAULTS.dataDir}),
 WEFT_API_KEY, WEFT_MAX_BODY_BYTES, WEFT_CORS_ORIGINS, WEFT_TRUSTED_PROXIES, WEFT_GEO_DENY,
 WEFT_LOG_LEVEL, WEFT_ACCESS_LOG, WEFT_SHUTDOWN_GRACE_MS, WEFT_CALLS_FLUSH_ROWS,
-WEFT_CALLS_FLUSH_INTERVAL_MS. Flags win over the environment.
+WEFT_CALLS_FLUSH_INTERVAL_MS, WEFT_QUERY_TIMEOUT_MS, WEFT_MAX_QUERY_ROWS. Flags win over the environment.
 
 While a server runs it holds the catalog; 'weft keys' then goes through its admin API and needs an
 admin key in WEFT_API_KEY or --api-key.

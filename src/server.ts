@@ -45,7 +45,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   let openedCalls: CallStore | undefined
   try {
     const keys = await KeyStore.load(catalog)
-    const calls = await CallStore.open(config.dataDir, { flushRows: config.callsFlushRows, flushIntervalMs: config.callsFlushIntervalMs })
+    const calls = await CallStore.open(config.dataDir, { flushRows: config.callsFlushRows, flushIntervalMs: config.callsFlushIntervalMs, queryTimeoutMs: config.queryTimeoutMs })
     openedCalls = calls
     log.info(calls.recovered, 'calls write-ahead log replayed')
     let createdAdminKey: string | undefined
@@ -71,7 +71,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     app.add(metaRoutes(() => app.routes))
     app.add(adminRoutes(keys))
     app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
-    app.add(callRoutes(calls))
+    app.add(callRoutes(calls, config.maxQueryRows))
     app.add(otelRoutes(calls, config.maxBodyBytes))
     app.add(objectRoutes(new ObjectStore(catalog), config.maxBodyBytes))
     app.add(specRoutes())

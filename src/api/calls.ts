@@ -75,7 +75,7 @@ function relocate(problems: Detail[], index: number, key: string): Detail[] {
   return problems.map((d) => ({ ...d, loc: ['body', 'batch', index, 'req', key, ...d.loc.slice(1)] }))
 }
 
-export function callRoutes(store: CallStore): RouteDef[] {
+export function callRoutes(store: CallStore, maxQueryRows: number): RouteDef[] {
   const tags = ['Calls']
   return [
     route({
@@ -188,10 +188,10 @@ export function callRoutes(store: CallStore): RouteDef[] {
       response: { description: 'JSON lines', contentType: 'application/jsonl' },
       project: bodyProject,
       handler: async (ctx) => {
-        const calls = await store.query(ctx.body.project_id, ctx.body)
+        const chunks = await store.stream(ctx.body.project_id, ctx.body)
         const columns = ctx.body.columns
         async function* lines() {
-          for (const c of calls) yield JSON.stringify(pickColumns(c, columns)) + '\n'
+          for await (const calls of chunks) yield calls.map((c) => JSON.stringify(pickColumns(c, columns)) + '\n').join('')
         }
         return { contentType: 'application/jsonl', stream: lines() }
       },
@@ -206,7 +206,12 @@ export function callRoutes(store: CallStore): RouteDef[] {
       body: CallsQueryReqSchema,
       project: bodyProject,
       handler: async (ctx) => {
-        const calls = await store.query(ctx.body.project_id, ctx.body)
+        // All at once means all in memory: bounded. /calls/stream_query has no such bound.
+        const limit = Math.min(ctx.body.limit ?? Infinity, maxQueryRows + 1)
+        const calls = await store.query(ctx.body.project_id, { ...ctx.body, limit })
+        if (calls.length > maxQueryRows) {
+          throw new ApiError(413, `More than ${maxQueryRows} calls match: page with limit and offset, or use /calls/stream_query`)
+        }
         return { body: { calls: calls.map((c) => pickColumns(c, ctx.body.columns)) } }
       },
     }),

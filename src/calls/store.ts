@@ -97,6 +97,8 @@ export interface StoreOptions {
   flushIntervalMs?: number
   /** Past this many segments, they are compacted into one. */
   maxSegments?: number
+  /** A query waiting this long (ms) on DuckDB is interrupted: 504. */
+  queryTimeoutMs?: number
 }
 
 /**
@@ -123,14 +125,13 @@ export class CallStore {
     private readonly db: DuckDBInstance,
     private readonly writer: DuckDBConnection,
     private readonly appender: DuckDBAppender,
-    private readonly reader: DuckDBConnection,
     private readonly maint: DuckDBConnection,
     private readonly opts: Required<StoreOptions>,
     readonly recovered: { records: number; parts: number; truncatedBytes: number; segments: number },
   ) {}
 
   static async open(dataDir: string, options: StoreOptions = {}): Promise<CallStore> {
-    const opts = { flushRows: options.flushRows ?? 200_000, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8 }
+    const opts = { flushRows: options.flushRows ?? 200_000, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8, queryTimeoutMs: options.queryTimeoutMs ?? 30_000 }
     const dir = path.join(dataDir, 'calls')
     await fs.mkdir(dir, { recursive: true })
     await takeLock(path.join(dir, 'LOCK'))
@@ -146,7 +147,6 @@ export class CallStore {
     const writer = await db.connect()
     await writer.run(`CREATE TABLE call_parts (${TAIL_COLUMNS})`)
     const appender = await writer.createAppender('call_parts')
-    const reader = await db.connect()
     const maint = await db.connect()
     const recovered = { records: 0, parts: 0, truncatedBytes: 0, segments: manifest.segments.length }
     // Replay every log the manifest still lists; only the last one takes appends.
@@ -157,7 +157,7 @@ export class CallStore {
       recovered.truncatedBytes += opened.truncatedBytes
     }
     for (const l of logs.slice(0, -1)) await l.wal.close()
-    const store = new CallStore(dir, manifest, logs[logs.length - 1]!.wal, db, writer, appender, reader, maint, opts, recovered)
+    const store = new CallStore(dir, manifest, logs[logs.length - 1]!.wal, db, writer, appender, maint, opts, recovered)
     store.seq = BigInt(manifest.segments.reduce((m, seg) => Math.max(m, seg.max_seq), 0))
     await store.refreshView()
     for (const [i, l] of logs.entries()) {
@@ -416,23 +416,64 @@ export class CallStore {
     return `ORDER BY ${keys.join(', ')}, m.id ASC`
   }
 
-  async query(project: string, opts: QueryOptions): Promise<CallRecord[]> {
-    const params = new Params()
+  /** A fresh connection for one read (a streaming result holds its connection) and its timeout guard. */
+  private async readConn(): Promise<{ conn: DuckDBConnection; guarded: <T>(p: () => Promise<T>) => Promise<T> }> {
+    this.syncTail()
+    const conn = await this.db.connect()
+    return { conn, guarded: interruptAfter(conn, this.opts.queryTimeoutMs) }
+  }
+
+  private async readAll(sql: string, params: Params): Promise<Record<string, unknown>[]> {
+    const { conn, guarded } = await this.readConn()
+    try {
+      return (await guarded(() => conn.runAndReadAll(sql, params.values))).getRowObjectsJS()
+    } finally {
+      conn.closeSync()
+    }
+  }
+
+  private selectSql(project: string, opts: QueryOptions, params: Params): string {
     let sql = `SELECT ${SELECT_OUT} FROM ${this.matching(project, opts, params)} ${this.orderBy(opts.sort_by, params)}`
     if (opts.limit !== undefined && opts.limit !== null) sql += ` LIMIT ${params.add(opts.limit)}`
     if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
-    this.syncTail()
-    const reader = await this.reader.runAndReadAll(sql, params.values)
-    return reader.getRowObjectsJS().map(toCall)
+    return sql
+  }
+
+  async query(project: string, opts: QueryOptions): Promise<CallRecord[]> {
+    const params = new Params()
+    return (await this.readAll(this.selectSql(project, opts, params), params)).map(toCall)
+  }
+
+  /**
+   * The same as query, a chunk (~2048 calls) at a time, pulled as the consumer asks: memory stays
+   * bounded whatever the result size. The first chunk is fetched before this resolves, so a bad
+   * query fails before any response is sent.
+   */
+  async stream(project: string, opts: QueryOptions): Promise<AsyncGenerator<CallRecord[]>> {
+    const params = new Params()
+    const sql = this.selectSql(project, opts, params)
+    const { conn, guarded } = await this.readConn()
+    try {
+      const chunks = (await guarded(() => conn.stream(sql, params.values))).yieldRowObjectJs()
+      const first = await guarded(() => chunks.next())
+      return (async function* () {
+        try {
+          for (let next = first; !next.done; next = await guarded(() => chunks.next())) yield next.value.map(toCall)
+        } finally {
+          conn.closeSync()
+        }
+      })()
+    } catch (e) {
+      conn.closeSync()
+      throw e
+    }
   }
 
   async count(project: string, opts: QueryOptions): Promise<number> {
     const params = new Params()
     const limit = opts.limit ? ` LIMIT ${params.add(opts.limit)}` : ''
     const sql = `SELECT count(*)::BIGINT AS n FROM (SELECT 1 FROM ${this.matching(project, opts, params)}${limit})`
-    this.syncTail()
-    const reader = await this.reader.runAndReadAll(sql, params.values)
-    return Number(reader.getRowObjectsJS()[0]!.n)
+    return Number((await this.readAll(sql, params))[0]!.n)
   }
 
   async read(project: string, id: string): Promise<CallRecord | null> {
@@ -448,9 +489,7 @@ export class CallStore {
     const sql = `WITH RECURSIVE m AS (SELECT * FROM (${MERGED} WHERE project_id = ${p} GROUP BY project_id, id) WHERE deleted_at IS NULL),
       d(id) AS (SELECT id FROM m WHERE list_contains(${l}, id) UNION SELECT m.id FROM m JOIN d ON m.parent_id = d.id)
       SELECT id FROM d`
-    this.syncTail()
-    const reader = await this.reader.runAndReadAll(sql, params.values)
-    return reader.getRowObjectsJS().map((r) => String(r.id))
+    return (await this.readAll(sql, params)).map((r) => String(r.id))
   }
 
   async close(): Promise<void> {
@@ -461,10 +500,36 @@ export class CallStore {
     await this.wal.close()
     this.appender.closeSync()
     this.writer.closeSync()
-    this.reader.closeSync()
     this.maint.closeSync()
     this.db.closeSync()
     await fs.rm(path.join(this.dir, 'LOCK'), { force: true })
+  }
+}
+
+/**
+ * Wraps each wait on DuckDB so that one running past `ms` is interrupted and answers 504. An
+ * interrupted streaming query does not always fail: its next fetch may simply find no more rows.
+ * So the flag, not the outcome, decides — a timed-out read never passes for a complete one.
+ */
+function interruptAfter(conn: DuckDBConnection, ms: number) {
+  let timedOut = false
+  const fail = () => new ApiError(504, `Query took longer than ${ms} ms and was stopped; narrow the filter or page with limit`)
+  return async <T>(p: () => Promise<T>): Promise<T> => {
+    if (timedOut) throw fail()
+    const t = setTimeout(() => {
+      timedOut = true
+      conn.interrupt()
+    }, ms)
+    try {
+      const out = await p()
+      if (timedOut) throw fail()
+      return out
+    } catch (e) {
+      if (timedOut) throw fail()
+      throw e
+    } finally {
+      clearTimeout(t)
+    }
   }
 }
 

@@ -1,0 +1,59 @@
+import t from 'tap'
+import { randomBytes } from 'node:crypto'
+import { startServer, type TestServer } from './helpers/server.js'
+
+const hex = (n: number) => randomBytes(n / 2).toString('hex')
+const P = 'acme/bounds'
+
+async function fill(s: TestServer, n: number): Promise<void> {
+  for (let done = 0; done < n; done += 1000) {
+    const batch = Array.from({ length: Math.min(1000, n - done) }, (_, i) => ({
+      mode: 'start',
+      req: { start: { project_id: P, id: hex(16), trace_id: hex(32), op_name: 'op', started_at: new Date(Date.UTC(2026, 0, 1) + (done + i) * 1000).toISOString(), attributes: {}, inputs: { i: done + i } } },
+    }))
+    const r = await fetch(s.url + '/call/upsert_batch', { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify({ batch }) })
+    if (r.status !== 200) throw new Error(await r.text())
+  }
+}
+
+const post = (s: TestServer, path: string, body: unknown) =>
+  fetch(s.url + path, { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify(body) })
+
+t.test('stream_query streams past DuckDB chunk boundaries; /calls/query is capped', async (t) => {
+  const s = await startServer({ env: { WEFT_MAX_QUERY_ROWS: '4000' } })
+  t.teardown(() => s.stop())
+  await fill(s, 5000)
+  const r = await post(s, '/calls/stream_query', { project_id: P, sort_by: [{ field: 'started_at', direction: 'desc' }], columns: ['inputs'] })
+  t.equal(r.status, 200)
+  t.equal(r.headers.get('content-type'), 'application/jsonl')
+  const lines = (await r.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  t.equal(lines.length, 5000, 'every call, across several chunks')
+  t.ok(lines.every((c, i) => c.inputs.i === 4999 - i), 'in order across chunks')
+  const capped = await post(s, '/calls/query', { project_id: P })
+  t.equal(capped.status, 413)
+  t.match(await capped.json(), { reason: /More than 4000 calls match/ })
+  const paged = await post(s, '/calls/query', { project_id: P, limit: 100, offset: 4950 })
+  t.equal(paged.status, 200)
+  t.equal(((await paged.json()) as { calls: unknown[] }).calls.length, 50)
+  // A client that stops reading half way does not hurt the server.
+  const ctl = new AbortController()
+  const half = await fetch(s.url + '/calls/stream_query', { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify({ project_id: P }), signal: ctl.signal })
+  const reader = half.body!.getReader()
+  await reader.read()
+  ctl.abort()
+  t.equal((await fetch(s.url + '/health')).status, 200)
+  t.equal((await post(s, '/calls/query_stats', { project_id: P })).status, 200)
+})
+
+t.test('a query past the timeout is stopped with 504, and the server goes on', async (t) => {
+  const s = await startServer({ env: { WEFT_QUERY_TIMEOUT_MS: '1' } })
+  t.teardown(() => s.stop())
+  await fill(s, 20000)
+  const sort = [{ field: 'inputs.i', direction: 'desc' }]
+  const r = await post(s, '/calls/stream_query', { project_id: P, sort_by: sort })
+  t.equal(r.status, 504)
+  t.match(await r.json(), { reason: /longer than 1 ms/ })
+  const q = await post(s, '/calls/query_stats', { project_id: P, query: { $expr: { $contains: { input: { $getField: 'inputs.i' }, substr: { $literal: '9' } } } } })
+  t.equal(q.status, 504)
+  t.equal((await fetch(s.url + '/health')).status, 200)
+})
