@@ -55,3 +55,30 @@ export function barChart(scenarios: Scenarios, title: string): string {
   body += `<rect x="200" y="${height - 22}" width="12" height="12" fill="${COLORS.node_http}"/><text x="218" y="${height - 12}" font-size="11">node:http, same pipeline</text>`
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>${body}</svg>\n`
 }
+
+/** One panel of bars (median with min–max whiskers) per labelled row. */
+export function spreadChart(title: string, unit: string, rows: { label: string; min: number; median: number; max: number }[], target?: number): string {
+  const width = 560
+  const h = 260
+  const top = 40
+  const left = 60
+  const max = Math.max(target ?? 0, ...rows.map((r) => r.max)) * 1.1 || 1
+  const y = (v: number) => top + h - (v / max) * h
+  const group = (width - left - 20) / rows.length
+  let out = `<text x="${width / 2}" y="20" text-anchor="middle" font-size="13">${esc(title)}</text>`
+  for (let i = 0; i <= 4; i++) {
+    const v = (max / 4) * i
+    out += `<line x1="${left}" y1="${y(v)}" x2="${width - 20}" y2="${y(v)}" stroke="#eee"/><text x="${left - 4}" y="${y(v) + 4}" text-anchor="end" font-size="10">${Math.round(v)}</text>`
+  }
+  if (target !== undefined) out += `<line x1="${left}" y1="${y(target)}" x2="${width - 20}" y2="${y(target)}" stroke="#c53030" stroke-dasharray="4 3"/><text x="${width - 22}" y="${y(target) - 4}" text-anchor="end" font-size="10" fill="#c53030">target ${target}</text>`
+  rows.forEach((r, i) => {
+    const bx = left + i * group + group * 0.25
+    const bw = group * 0.5
+    out += `<rect x="${bx}" y="${y(r.median)}" width="${bw}" height="${top + h - y(r.median)}" fill="${COLORS.weft}"/>`
+    out += `<line x1="${bx + bw / 2}" y1="${y(r.max)}" x2="${bx + bw / 2}" y2="${y(r.min)}" stroke="#000"/>`
+    out += `<text x="${bx + bw / 2}" y="${y(r.max) - 4}" text-anchor="middle" font-size="10">${Math.round(r.median)}</text>`
+    out += `<text x="${bx + bw / 2}" y="${top + h + 16}" text-anchor="middle" font-size="11">${esc(r.label)}</text>`
+  })
+  out += `<text x="12" y="${top + h / 2}" font-size="10" transform="rotate(-90 12 ${top + h / 2})" text-anchor="middle">${esc(unit)}</text>`
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${top + h + 30}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>${out}</svg>\n`
+}

@@ -9,12 +9,12 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, writeFileSync, rmSync, mkdirSync } from 'node:fs'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { parseFlags } from '../src/config.js'
 import { ROOT_DIR, VERSION } from '../src/version.js'
 import { barChart } from './chart.js'
+import { freePort, spread } from './util.js'
 
 interface Scenario {
   name: string
@@ -46,11 +46,6 @@ interface Run {
   errors: number
 }
 
-interface Spread {
-  min: number
-  median: number
-  max: number
-}
 
 const { flags } = parseFlags(process.argv.slice(2))
 /** Access logs on (the default, as users run it) or off, for both servers alike. */
@@ -63,15 +58,6 @@ const cpus = os.cpus().length
 const serverCpu = '0'
 const loadCpu = cpus > 1 ? '1' : '0'
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = net.createServer()
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port
-      srv.close(() => resolve(port))
-    })
-  })
-}
 
 async function waitReady(url: string): Promise<void> {
   const until = Date.now() + 30_000
@@ -140,12 +126,6 @@ function runAutocannon(url: string, sc: Scenario, seconds: number): Run {
   return { rps: j.requests.average, p50_ms: j.latency.p50, p99_ms: j.latency.p99, errors: j.non2xx + j.errors }
 }
 
-function spread(xs: number[]): Spread {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = s.length >> 1
-  const median = s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
-  return { min: s[0]!, median, max: s[s.length - 1]! }
-}
 
 const round = (x: number, d = 3) => Math.round(x * 10 ** d) / 10 ** d
 

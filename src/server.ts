@@ -69,7 +69,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
       accessLog: config.accessLog,
     })
     app.add(metaRoutes(() => app.routes))
-    app.add(adminRoutes(keys))
+    app.add(adminRoutes(keys, calls))
     app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
     app.add(callRoutes(calls, config.maxQueryRows))
     app.add(otelRoutes(calls, config.maxBodyBytes))

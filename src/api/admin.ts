@@ -1,7 +1,9 @@
 import { Type } from '@sinclair/typebox'
 import { KeyError, type KeyInfo, type KeyStore } from '../auth/keys.js'
 import { ApiError } from '../http/errors.js'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { route, type RouteDef } from '../http/route.js'
+import type { CallStore } from '../calls/store.js'
 
 const KeyInfoSchema = Type.Object({
   key_id: Type.String(),
@@ -39,9 +41,33 @@ export function keyInfoJson(i: KeyInfo) {
   }
 }
 
-/** API key management for admins; `weft keys` uses these when a server holds the catalog. */
-export function adminRoutes(keys: KeyStore): RouteDef[] {
+const ms = (ns: number) => Math.round(ns / 1e4) / 100
+
+/** API key management for admins (`weft keys` uses these when a server holds the catalog), and process stats. */
+export function adminRoutes(keys: KeyStore, calls: CallStore): RouteDef[] {
+  // Event-loop delay since start (or the last reset), sampled every 10 ms.
+  const eld = monitorEventLoopDelay({ resolution: 10 })
+  eld.enable()
   return [
+    route({
+      method: 'GET',
+      path: '/admin/stats',
+      family: 'trace',
+      auth: 'admin',
+      tags: ['Admin'],
+      summary: 'Event-loop delay, memory and calls-store state (`?reset=true` restarts the delay histogram)',
+      query: Type.Object({ reset: Type.Optional(Type.Boolean()) }),
+      handler: (ctx) => {
+        const mem = process.memoryUsage()
+        const body = {
+          event_loop_delay_ms: { p50: ms(eld.percentile(50)), p99: ms(eld.percentile(99)), max: ms(eld.max), samples: eld.count },
+          memory: { rss_bytes: mem.rss, heap_used_bytes: mem.heapUsed, external_bytes: mem.external },
+          calls: calls.stats(),
+        }
+        if (ctx.query.reset) eld.reset()
+        return { body }
+      },
+    }),
     route({
       method: 'POST',
       path: '/admin/keys',

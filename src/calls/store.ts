@@ -178,6 +178,16 @@ export class CallStore {
     return store
   }
 
+  stats() {
+    return {
+      tail_parts: this.tailRows,
+      segments: this.manifest.segments.length,
+      segment_rows: this.manifest.segments.reduce((a, x) => a + x.rows, 0),
+      segment_bytes: this.manifest.segments.reduce((a, x) => a + x.bytes, 0),
+      wal_bytes: this.wal.bytes,
+    }
+  }
+
   get segments(): readonly Manifest['segments'][number][] {
     return this.manifest.segments
   }
