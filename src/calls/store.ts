@@ -64,6 +64,8 @@ export interface QueryOptions {
 export type CallRecord = Record<string, unknown>
 
 const MAX_FILTER_LIST = 1000
+/** Appended rows after which the appender is flushed even with no reader waiting. */
+const SYNC_ROWS = 8192
 
 const PART_COLUMNS = `
   seq BIGINT NOT NULL, kind VARCHAR NOT NULL, project_id VARCHAR NOT NULL, id VARCHAR NOT NULL,
@@ -116,7 +118,7 @@ export class CallStore {
   private timer?: NodeJS.Timeout
   private closed = false
   /** Rows appended but not yet flushed into the table; see syncTail. */
-  private unsynced = false
+  private unsynced = 0
 
   private constructor(
     private readonly dir: string,
@@ -345,8 +347,11 @@ export class CallStore {
       a.appendInteger(gen)
       a.endRow()
     }
-    this.unsynced = true
+    this.unsynced += parts.length
     this.tailRows += parts.length
+    // The flush is synchronous and grows with the rows waiting: keep each one small (a few ms), or
+    // DuckDB's own flush of its full ~200k-row buffer stalls the event loop for hundreds of ms.
+    if (this.unsynced >= SYNC_ROWS) this.syncTail()
   }
 
   /**
@@ -355,9 +360,9 @@ export class CallStore {
    * query and flush calls this first, and so still sees every acknowledged write.
    */
   private syncTail(): void {
-    if (this.unsynced) {
+    if (this.unsynced > 0) {
       this.appender.flushSync()
-      this.unsynced = false
+      this.unsynced = 0
     }
   }
 
