@@ -77,8 +77,78 @@ export function endPart(e: EndedCall): CallPart {
     exception: e.exception ?? null,
     output: e.output === undefined ? 'null' : JSON.stringify(e.output),
     summary: JSON.stringify(e.summary),
+    usage: usageRows(e.summary),
     display_name: e.display_name ?? null,
     run_step_end: e.svc_run_step_end ?? e.wb_run_step_end ?? null,
     output_refs: refsIn(e.output),
   }
+}
+
+/** The token counters kept as typed columns, one row per (call, model). */
+export const USAGE_FIELDS = [
+  'requests',
+  'prompt_tokens',
+  'input_tokens',
+  'completion_tokens',
+  'output_tokens',
+  'total_tokens',
+  'cache_read_input_tokens',
+  'cache_creation_input_tokens',
+] as const
+export type UsageRow = { model: string } & Partial<Record<(typeof USAGE_FIELDS)[number], number | null>>
+
+/**
+ * `summary.usage` ({model: {prompt_tokens, …}}) as typed rows, so statistics never parse JSON.
+ * Both provider spellings are kept as sent; a counter that is not a finite number is left out.
+ */
+export function usageRows(summary: unknown): UsageRow[] | undefined {
+  const usage = summary && typeof summary === 'object' ? (summary as Record<string, unknown>).usage : undefined
+  if (!usage || typeof usage !== 'object' || Array.isArray(usage)) return undefined
+  const rows: UsageRow[] = []
+  for (const [model, counts] of Object.entries(usage as Record<string, unknown>)) {
+    if (!counts || typeof counts !== 'object' || Array.isArray(counts)) continue
+    const row: UsageRow = { model }
+    for (const f of USAGE_FIELDS) {
+      const v = (counts as Record<string, unknown>)[f]
+      if (typeof v === 'number' && Number.isFinite(v)) row[f] = Math.round(v)
+    }
+    rows.push(row)
+  }
+  return rows.length ? rows : undefined
+}
+
+const STRING_FIELDS = [
+  'kind', 'project_id', 'id', 'trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name',
+  'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id',
+] as const
+const MICROS_FIELDS = ['started_us', 'ended_us', 'deleted_us'] as const
+const INT_FIELDS = ['run_step', 'run_step_end'] as const
+
+/** The shape DuckDB's from_json reads an encoded batch with (see encodeParts). */
+export const PARTS_JSON_TYPE = JSON.stringify([
+  {
+    ...Object.fromEntries(STRING_FIELDS.map((f) => [f, 'VARCHAR'])),
+    ...Object.fromEntries([...MICROS_FIELDS, ...INT_FIELDS].map((f) => [f, 'BIGINT'])),
+    input_refs: 'VARCHAR[]',
+    output_refs: 'VARCHAR[]',
+    usage: [{ model: 'VARCHAR', ...Object.fromEntries(USAGE_FIELDS.map((f) => [f, 'BIGINT'])) }],
+  },
+])
+
+/**
+ * A batch of parts as the bytes the write-ahead log keeps and DuckDB reads (JSON, parsed by DuckDB
+ * off the event loop). Timestamps become numbers (microseconds stay exact below 2^53, year 2255).
+ */
+export function encodeParts(parts: CallPart[]): Buffer {
+  const rows = parts.map((p) => {
+    const r: Record<string, unknown> = {}
+    for (const f of STRING_FIELDS) if (p[f] !== undefined && p[f] !== null) r[f] = p[f]
+    for (const f of MICROS_FIELDS) if (p[f] !== undefined && p[f] !== null) r[f] = Number(p[f])
+    for (const f of INT_FIELDS) if (p[f] !== undefined && p[f] !== null) r[f] = p[f]
+    if (p.input_refs?.length) r.input_refs = p.input_refs
+    if (p.output_refs?.length) r.output_refs = p.output_refs
+    if (p.usage?.length) r.usage = p.usage
+    return r
+  })
+  return Buffer.from(JSON.stringify(rows))
 }

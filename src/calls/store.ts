@@ -1,9 +1,10 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { DuckDBInstance, listValue, timestampValue, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api'
+import { DuckDBInstance, listValue, type DuckDBConnection } from '@duckdb/node-api'
 import { Wal, takeLock } from './wal.js'
 import { MANIFEST as MANIFEST_FILE, checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest } from './segments.js'
 import { ApiError } from '../http/errors.js'
+import { PARTS_JSON_TYPE, USAGE_FIELDS, encodeParts, type UsageRow } from './parts.js'
 import { CALL_COLUMNS, DERIVED, Params, compileQuery, fieldSql } from '../query/expr.js'
 
 /**
@@ -21,9 +22,10 @@ export interface CallPart {
   turn_id?: string | null
   op_name?: string | null
   display_name?: string | null
-  started_us?: string | null
-  ended_us?: string | null
-  deleted_us?: string | null
+  /** Microseconds since the epoch. */
+  started_us?: string | number | null
+  ended_us?: string | number | null
+  deleted_us?: string | number | null
   attributes?: string | null
   inputs?: string | null
   output?: string | null
@@ -35,6 +37,8 @@ export interface CallPart {
   run_step_end?: number | null
   input_refs?: string[]
   output_refs?: string[]
+  /** summary.usage as typed rows, one per model (see usageRows). */
+  usage?: UsageRow[]
 }
 
 export interface CallFilter {
@@ -64,8 +68,6 @@ export interface QueryOptions {
 export type CallRecord = Record<string, unknown>
 
 const MAX_FILTER_LIST = 1000
-/** Appended rows after which the appender is flushed even with no reader waiting. */
-const SYNC_ROWS = 8192
 
 const PART_COLUMNS = `
   seq BIGINT NOT NULL, kind VARCHAR NOT NULL, project_id VARCHAR NOT NULL, id VARCHAR NOT NULL,
@@ -73,15 +75,25 @@ const PART_COLUMNS = `
   started_at TIMESTAMP, ended_at TIMESTAMP, deleted_at TIMESTAMP,
   attributes VARCHAR, inputs VARCHAR, output VARCHAR, summary VARCHAR, exception VARCHAR,
   user_id VARCHAR, run_id VARCHAR, run_step BIGINT, run_step_end BIGINT,
-  input_refs VARCHAR[], output_refs VARCHAR[]`
+  input_refs VARCHAR[], output_refs VARCHAR[],
+  usage STRUCT(model VARCHAR, ${USAGE_FIELDS.map((f) => `${f} BIGINT`).join(', ')})[]`
 /** Tail rows also carry the number of the log they were appended to, so a flush takes exactly that log's parts. */
 const TAIL_COLUMNS = PART_COLUMNS + ', wal_gen INTEGER NOT NULL'
 
+/** One encoded batch (see encodeParts) into the tail: $1 the JSON, $2 the first seq, $3 the log generation. */
+const INSERT_SQL = `INSERT INTO call_parts
+  SELECT $2 + i - 1, p.kind, p.project_id, p.id, p.trace_id, p.parent_id, p.thread_id, p.turn_id, p.op_name, p.display_name,
+    make_timestamp(p.started_us), make_timestamp(p.ended_us), make_timestamp(p.deleted_us),
+    p.attributes, p.inputs, p.output, p.summary, p.exception, p.user_id, p.run_id, p.run_step, p.run_step_end,
+    p.input_refs, p.output_refs, p.usage, $3
+  FROM (SELECT unnest(j) AS p, generate_subscripts(j, 1) AS i FROM (SELECT from_json($1, '${PARTS_JSON_TYPE}') AS j))`
+
 /** Latest non-null value of each field over a call's parts, in arrival order. */
 const latest = (c: string) => `arg_max(${c}, seq) FILTER (WHERE ${c} IS NOT NULL) AS ${c}`
+const FOLDED = ['trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id', 'run_step', 'run_step_end', 'usage']
 const MERGED = `
   SELECT project_id, id,
-    ${['trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id', 'run_step', 'run_step_end'].map(latest).join(',\n    ')},
+    ${['trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id', 'run_step', 'run_step_end', 'usage'].map(latest).join(',\n    ')},
     max(deleted_at) AS deleted_at,
     list_distinct(flatten(list(input_refs) FILTER (WHERE input_refs IS NOT NULL))) AS input_refs,
     list_distinct(flatten(list(output_refs) FILTER (WHERE output_refs IS NOT NULL))) AS output_refs
@@ -117,8 +129,9 @@ export class CallStore {
   private flushChain: Promise<unknown> = Promise.resolve()
   private timer?: NodeJS.Timeout
   private closed = false
-  /** Rows appended but not yet flushed into the table; see syncTail. */
-  private unsynced = 0
+  /** Batches logged or being logged but not yet in the tail, per log generation (see flushOnce). */
+  private readonly pendingByGen = new Map<number, number>()
+  private pendingDrained: (() => void)[] = []
 
   private constructor(
     private readonly dir: string,
@@ -126,7 +139,6 @@ export class CallStore {
     private wal: Wal,
     private readonly db: DuckDBInstance,
     private readonly writer: DuckDBConnection,
-    private readonly appender: DuckDBAppender,
     private readonly maint: DuckDBConnection,
     private readonly opts: Required<StoreOptions>,
     readonly recovered: { records: number; parts: number; truncatedBytes: number; segments: number },
@@ -148,7 +160,6 @@ export class CallStore {
     const db = await DuckDBInstance.create(':memory:')
     const writer = await db.connect()
     await writer.run(`CREATE TABLE call_parts (${TAIL_COLUMNS})`)
-    const appender = await writer.createAppender('call_parts')
     const maint = await db.connect()
     const recovered = { records: 0, parts: 0, truncatedBytes: 0, segments: manifest.segments.length }
     // Replay every log the manifest still lists; only the last one takes appends.
@@ -159,16 +170,16 @@ export class CallStore {
       recovered.truncatedBytes += opened.truncatedBytes
     }
     for (const l of logs.slice(0, -1)) await l.wal.close()
-    const store = new CallStore(dir, manifest, logs[logs.length - 1]!.wal, db, writer, appender, maint, opts, recovered)
+    const store = new CallStore(dir, manifest, logs[logs.length - 1]!.wal, db, writer, maint, opts, recovered)
     store.seq = BigInt(manifest.segments.reduce((m, seg) => Math.max(m, seg.max_seq), 0))
     await store.refreshView()
     for (const [i, l] of logs.entries()) {
       const gen = walNumber(manifest.wals[i]!)
       for (const r of l.records) {
-        const batch = JSON.parse(r.toString('utf8')) as CallPart[]
-        store.apply(batch, gen)
+        const n = await store.insert(r, store.seq + 1n, gen)
+        store.seq += BigInt(n)
         recovered.records++
-        recovered.parts += batch.length
+        recovered.parts += n
       }
     }
     if (opts.flushIntervalMs > 0) {
@@ -197,13 +208,50 @@ export class CallStore {
   /** Durable, then visible: resolves once the parts are fsynced in the log and queryable. */
   async ingest(parts: CallPart[]): Promise<void> {
     if (parts.length === 0) return
+    await this.ingestEncoded(encodeParts(parts), parts.length)
+  }
+
+  /**
+   * The same for a batch already encoded by encodeParts (the ingest workers do that, so the event
+   * loop neither parses nor serialises call bodies). Seq numbers are taken in log order, so a
+   * replay after a restart numbers every part as it was numbered here.
+   */
+  async ingestEncoded(batch: Buffer, count: number): Promise<void> {
+    if (count === 0) return
     if (this.closed) throw new ApiError(503, 'The calls store is closed')
     // Log and generation are taken together: a flush may switch logs while this append waits.
     const wal = this.wal
     const gen = walNumber(this.manifest.wals[this.manifest.wals.length - 1]!)
-    await wal.append(Buffer.from(JSON.stringify(parts)))
-    this.apply(parts, gen)
+    const base = this.seq + 1n
+    this.seq += BigInt(count)
+    this.pendingByGen.set(gen, (this.pendingByGen.get(gen) ?? 0) + 1)
+    try {
+      await wal.append(batch)
+      await this.insert(batch, base, gen)
+    } finally {
+      const left = this.pendingByGen.get(gen)! - 1
+      if (left === 0) this.pendingByGen.delete(gen)
+      else this.pendingByGen.set(gen, left)
+      if (left === 0) for (const wake of this.pendingDrained.splice(0)) wake()
+    }
     if (this.tailRows >= this.opts.flushRows) void this.flush().catch(() => {})
+  }
+
+  /** Resolves once no batch of these log generations is between its log append and the tail. */
+  private async settled(gens: number[]): Promise<void> {
+    while (gens.some((g) => this.pendingByGen.has(g))) await new Promise<void>((r) => this.pendingDrained.push(r))
+  }
+
+  /**
+   * Adds an encoded batch to the tail. DuckDB parses the JSON on its own threads; the insert is
+   * awaited, so a part is queryable before its write is acknowledged.
+   */
+  private async insert(batch: Buffer, base: bigint, gen: number): Promise<number> {
+    const res = await this.writer.runAndReadAll(INSERT_SQL, [batch.toString('utf8'), base, gen])
+    const n = Number(res.getRowsJS()[0]?.[0] ?? 0)
+    if (this.tailRows === 0) this.tailSince = Date.now()
+    this.tailRows += n
+    return n
   }
 
   /**
@@ -226,13 +274,13 @@ export class CallStore {
     this.wal = (await Wal.open(path.join(this.dir, newWal))).wal
     this.manifest = { ...this.manifest, wals: [...oldWals, newWal] }
     await writeManifest(this.dir, this.manifest)
-    // Every append to the old logs has been applied once its sync resolved.
     await previous.close()
+    // Every batch logged in the old logs is in the tail before the tail is copied.
+    await this.settled(oldWals.map(walNumber))
     const gens = oldWals.map(walNumber).join(', ')
     const segName = fileName('seg', this.manifest.next_file++)
     const segPath = path.join(this.dir, segName)
     const tmp = segPath + '.tmp'
-    this.syncTail()
     await this.maint.run(
       `COPY (SELECT * EXCLUDE (wal_gen) FROM call_parts WHERE wal_gen IN (${gens}) ORDER BY project_id, id, seq) TO '${tmp}' (FORMAT parquet, COMPRESSION zstd)`,
     )
@@ -278,13 +326,12 @@ export class CallStore {
     const segName = fileName('seg', this.manifest.next_file++)
     const segPath = path.join(this.dir, segName)
     const tmp = segPath + '.tmp'
-    const fold = ['trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id', 'run_step', 'run_step_end']
     await this.maint.run(
-      `COPY (SELECT max(seq) AS seq, 'merged' AS kind, project_id, id, ${fold.map(latest).join(', ')},
+      `COPY (SELECT max(seq) AS seq, 'merged' AS kind, project_id, id, ${FOLDED.map(latest).join(', ')},
         max(deleted_at) AS deleted_at,
         nullif(list_distinct(flatten(list(input_refs) FILTER (WHERE input_refs IS NOT NULL))), []) AS input_refs,
         nullif(list_distinct(flatten(list(output_refs) FILTER (WHERE output_refs IS NOT NULL))), []) AS output_refs
-      FROM read_parquet([${files}]) GROUP BY project_id, id ORDER BY project_id, id) TO '${tmp}' (FORMAT parquet, COMPRESSION zstd)`,
+      FROM read_parquet([${files}], union_by_name = true) GROUP BY project_id, id ORDER BY project_id, id) TO '${tmp}' (FORMAT parquet, COMPRESSION zstd)`,
     )
     await fsyncPath(tmp)
     await fs.rename(tmp, segPath)
@@ -307,63 +354,9 @@ export class CallStore {
   private async refreshView(): Promise<void> {
     const files = this.manifest.segments.map((s) => `'${path.join(this.dir, checkName(s.file))}'`)
     const sql = files.length
-      ? `CREATE OR REPLACE VIEW all_parts AS SELECT * FROM read_parquet([${files.join(', ')}]) UNION ALL BY NAME SELECT * EXCLUDE (wal_gen) FROM call_parts`
+      ? `CREATE OR REPLACE VIEW all_parts AS SELECT * FROM read_parquet([${files.join(', ')}], union_by_name = true) UNION ALL BY NAME SELECT * EXCLUDE (wal_gen) FROM call_parts`
       : 'CREATE OR REPLACE VIEW all_parts AS SELECT * EXCLUDE (wal_gen) FROM call_parts'
     await this.maint.run(sql)
-  }
-
-  private apply(parts: CallPart[], gen: number): void {
-    const a = this.appender
-    const str = (v: string | null | undefined) => (v === null || v === undefined ? a.appendNull() : a.appendVarchar(v))
-    const ts = (v: string | null | undefined) => (v === null || v === undefined ? a.appendNull() : a.appendTimestamp(timestampValue(BigInt(v))))
-    const int = (v: number | null | undefined) => (v === null || v === undefined ? a.appendNull() : a.appendBigInt(BigInt(v)))
-    const list = (v: string[] | undefined) => (v === undefined || v.length === 0 ? a.appendNull() : a.appendList(listValue(v)))
-    if (this.tailRows === 0) this.tailSince = Date.now()
-    for (const p of parts) {
-      a.appendBigInt(++this.seq)
-      a.appendVarchar(p.kind)
-      a.appendVarchar(p.project_id)
-      a.appendVarchar(p.id)
-      str(p.trace_id)
-      str(p.parent_id)
-      str(p.thread_id)
-      str(p.turn_id)
-      str(p.op_name)
-      str(p.display_name)
-      ts(p.started_us)
-      ts(p.ended_us)
-      ts(p.deleted_us)
-      str(p.attributes)
-      str(p.inputs)
-      str(p.output)
-      str(p.summary)
-      str(p.exception)
-      str(p.user_id)
-      str(p.run_id)
-      int(p.run_step)
-      int(p.run_step_end)
-      list(p.input_refs)
-      list(p.output_refs)
-      a.appendInteger(gen)
-      a.endRow()
-    }
-    this.unsynced += parts.length
-    this.tailRows += parts.length
-    // The flush is synchronous and grows with the rows waiting: keep each one small (a few ms), or
-    // DuckDB's own flush of its full ~200k-row buffer stalls the event loop for hundreds of ms.
-    if (this.unsynced >= SYNC_ROWS) this.syncTail()
-  }
-
-  /**
-   * Makes appended rows visible to queries. Flushing DuckDB's appender is synchronous and costs
-   * about as much for one row as for thousands, so ingest leaves it to the next reader: every
-   * query and flush calls this first, and so still sees every acknowledged write.
-   */
-  private syncTail(): void {
-    if (this.unsynced > 0) {
-      this.appender.flushSync()
-      this.unsynced = 0
-    }
   }
 
   private filterSql(f: CallFilter | null | undefined, params: Params): string[] {
@@ -433,7 +426,6 @@ export class CallStore {
 
   /** A fresh connection for one read (a streaming result holds its connection) and its timeout guard. */
   private async readConn(): Promise<{ conn: DuckDBConnection; guarded: <T>(p: () => Promise<T>) => Promise<T> }> {
-    this.syncTail()
     const conn = await this.db.connect()
     return { conn, guarded: interruptAfter(conn, this.opts.queryTimeoutMs) }
   }
@@ -511,9 +503,8 @@ export class CallStore {
     if (this.timer) clearInterval(this.timer)
     await this.flushChain
     this.closed = true
-    this.syncTail()
+    await this.settled([...this.pendingByGen.keys()])
     await this.wal.close()
-    this.appender.closeSync()
     this.writer.closeSync()
     this.maint.closeSync()
     this.db.closeSync()
