@@ -25,6 +25,10 @@ export interface Config {
   queryTimeoutMs: number
   /** Most calls /calls/query returns at once (413 past it). */
   maxQueryRows: number
+  /** Worker threads that parse and validate ingest bodies; 0: one per core. */
+  ingestWorkers: number
+  /** Ingest requests waiting for a worker past which the answer is 503. */
+  ingestQueue: number
 }
 
 export const DEFAULTS = {
@@ -42,6 +46,8 @@ export const DEFAULTS = {
   callsFlushIntervalMs: 30_000,
   queryTimeoutMs: 30_000,
   maxQueryRows: 100_000,
+  ingestWorkers: 0,
+  ingestQueue: 256,
 }
 
 const FLAG_TO_ENV: Record<string, string> = {
@@ -60,6 +66,8 @@ const FLAG_TO_ENV: Record<string, string> = {
   'calls-flush-interval-ms': 'WEFT_CALLS_FLUSH_INTERVAL_MS',
   'query-timeout-ms': 'WEFT_QUERY_TIMEOUT_MS',
   'max-query-rows': 'WEFT_MAX_QUERY_ROWS',
+  'ingest-workers': 'WEFT_INGEST_WORKERS',
+  'ingest-queue': 'WEFT_INGEST_QUEUE',
 }
 
 export class ConfigError extends Error {}
@@ -136,5 +144,7 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     callsFlushIntervalMs: int('calls-flush-interval-ms', get('calls-flush-interval-ms'), DEFAULTS.callsFlushIntervalMs, 0, 86_400_000),
     queryTimeoutMs: int('query-timeout-ms', get('query-timeout-ms'), DEFAULTS.queryTimeoutMs, 1, 3_600_000),
     maxQueryRows: int('max-query-rows', get('max-query-rows'), DEFAULTS.maxQueryRows, 1, 10_000_000),
+    ingestWorkers: int('ingest-workers', get('ingest-workers'), DEFAULTS.ingestWorkers, 0, 256),
+    ingestQueue: int('ingest-queue', get('ingest-queue'), DEFAULTS.ingestQueue, 1, 1_000_000),
   }
 }

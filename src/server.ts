@@ -17,6 +17,7 @@ import { otelRoutes } from './api/otel.js'
 import { objectRoutes } from './api/objects.js'
 import { ObjectStore } from './catalog/objects.js'
 import { CallStore } from './calls/store.js'
+import { IngestPool } from './calls/ingest-pool.js'
 
 export const SERVER_FILE = 'server.json'
 
@@ -43,11 +44,14 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   const catalog = await Catalog.open(config.dataDir)
   let closed = false
   let openedCalls: CallStore | undefined
+  let ingest: IngestPool | undefined
   try {
     const keys = await KeyStore.load(catalog)
     const calls = await CallStore.open(config.dataDir, { flushRows: config.callsFlushRows, flushIntervalMs: config.callsFlushIntervalMs, queryTimeoutMs: config.queryTimeoutMs })
     openedCalls = calls
     log.info(calls.recovered, 'calls write-ahead log replayed')
+    ingest = new IngestPool({ threads: config.ingestWorkers || undefined, maxQueue: config.ingestQueue })
+    const pool = ingest
     let createdAdminKey: string | undefined
     if (config.apiKey) await keys.ensureAdmin(config.apiKey)
     else if (keys.activeCount === 0) createdAdminKey = (await keys.create({ name: 'first admin key', userId: 'admin', isAdmin: true })).key
@@ -69,10 +73,10 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
       accessLog: config.accessLog,
     })
     app.add(metaRoutes(() => app.routes))
-    app.add(adminRoutes(keys, calls))
+    app.add(adminRoutes(keys, calls, pool, () => app.pending))
     app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
-    app.add(callRoutes(calls, config.maxQueryRows))
-    app.add(otelRoutes(calls, config.maxBodyBytes))
+    app.add(callRoutes(calls, pool, config.maxQueryRows))
+    app.add(otelRoutes(calls, pool, config.maxBodyBytes))
     app.add(objectRoutes(new ObjectStore(catalog), config.maxBodyBytes))
     app.add(specRoutes())
 
@@ -99,6 +103,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
         const deadline = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), config.shutdownGraceMs).unref())
         const outcome = await Promise.race([app.idle().then(() => 'idle' as const), deadline])
         if (outcome === 'timeout') log.warn({ pending: app.pending }, 'shutdown grace period over; closing with requests in flight')
+        await pool.close()
         await calls.close()
         await catalog.close()
         await fs.rm(serverFile, { force: true })
@@ -106,6 +111,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
       },
     }
   } catch (e) {
+    await ingest?.close().catch(() => {})
     await openedCalls?.close().catch(() => {})
     if (!closed) await catalog.close().catch(() => {})
     throw e

@@ -57,3 +57,47 @@ t.test('a query past the timeout is stopped with 504, and the server goes on', a
   t.equal(q.status, 504)
   t.equal((await fetch(s.url + '/health')).status, 200)
 })
+
+t.test('an ingest worker that dies fails only its own request; the pool recovers and nothing is written', async (t) => {
+  // The failpoint ends the worker thread that reads the marked body, as a crash would.
+  const s = await startServer({ env: { WEFT_INGEST_WORKERS: '1', WEFT_FAILPOINTS: 'ingest-worker-exit' } })
+  t.teardown(() => s.stop())
+  const doomed = Array.from({ length: 100 }, (_, i) => ({
+    mode: 'start',
+    req: { start: { project_id: P, id: hex(16), trace_id: hex(32), op_name: 'doomed', started_at: '2026-01-01T00:00:00Z', attributes: {}, inputs: { i, note: i === 50 ? 'weft-failpoint:ingest-worker-exit' : '' } } },
+  }))
+  const died = await post(s, '/call/upsert_batch', { batch: doomed })
+  t.equal(died.status, 503, 'the request whose worker died gets 503')
+  t.match(await died.json(), { reason: /ingest worker failed.*nothing was written/ })
+  t.ok(died.headers.get('retry-after'))
+  const ok = await post(s, '/call/start', { start: { project_id: P, op_name: 'small', started_at: '2026-01-01T00:00:01Z', attributes: {}, inputs: {} } })
+  t.equal(ok.status, 200, 'the next request is served by a fresh worker')
+  const calls = (await (await post(s, '/calls/query', { project_id: P })).json()) as { calls: { op_name: string }[] }
+  t.same(calls.calls.map((c) => c.op_name), ['small'], 'nothing of the failed batch was stored')
+  const stats = (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as { ingest: { threads: number } }
+  t.equal(stats.ingest.threads, 1, 'the pool is back to its size')
+})
+
+t.test('past the ingest queue bound the answer is 503, and every acknowledged call is stored', async (t) => {
+  const s = await startServer({ env: { WEFT_INGEST_WORKERS: '1', WEFT_INGEST_QUEUE: '2' } })
+  t.teardown(() => s.stop())
+  const batch = (tag: number) =>
+    Array.from({ length: 500 }, (_, i) => ({
+      mode: 'start',
+      req: { start: { project_id: P, id: hex(16), trace_id: hex(32), op_name: `q${tag}`, started_at: '2026-01-01T00:00:00Z', attributes: {}, inputs: { i, pad: 'y'.repeat(500) } } },
+    }))
+  const bodies = Array.from({ length: 24 }, (_, k) => batch(k))
+  const answers = await Promise.all(bodies.map((b) => post(s, '/call/upsert_batch', { batch: b })))
+  const statuses = answers.map((r) => r.status)
+  t.ok(statuses.every((x) => x === 200 || x === 503), `only 200 or 503: ${statuses}`)
+  t.ok(statuses.includes(503), 'some requests were refused')
+  t.ok(statuses.includes(200), 'some were served')
+  for (const r of answers) if (r.status === 503) t.match(await r.json(), { reason: /Too many ingest requests/ })
+  const acked = new Set(answers.flatMap((r, k) => (r.status === 200 ? [`q${k}`] : [])))
+  const r = await post(s, '/calls/stream_query', { project_id: P, columns: ['op_name'] })
+  const stored = (await r.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l).op_name as string)
+  const counts = new Map<string, number>()
+  for (const op of stored) counts.set(op, (counts.get(op) ?? 0) + 1)
+  t.same([...counts.keys()].sort(), [...acked].sort(), 'exactly the acknowledged batches are stored')
+  t.ok([...counts.values()].every((n) => n === 500), 'each whole')
+})

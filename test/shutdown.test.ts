@@ -24,10 +24,17 @@ t.test('SIGTERM lets a request in flight finish, then exits 0 and frees the cata
     )
     req.on('error', reject)
     req.write(body.slice(0, 10))
-    setTimeout(() => {
+    // Signal only once the server is handling the upload (under load its headers may take a while).
+    const signalWhenInFlight = async () => {
+      for (;;) {
+        const stats = (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as { in_flight: number }
+        if (stats.in_flight >= 2) break
+        await new Promise((r) => setTimeout(r, 20))
+      }
       s.proc.kill('SIGTERM')
       setTimeout(() => req.end(body.slice(10)), 300)
-    }, 200)
+    }
+    signalWhenInFlight().catch(reject)
   })
   const r = await answer
   t.equal(r.status, 501, 'the in-flight request got its real answer')

@@ -4,6 +4,7 @@ import { ApiError } from '../http/errors.js'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { route, type RouteDef } from '../http/route.js'
 import type { CallStore } from '../calls/store.js'
+import type { IngestPool } from '../calls/ingest-pool.js'
 
 const KeyInfoSchema = Type.Object({
   key_id: Type.String(),
@@ -44,7 +45,7 @@ export function keyInfoJson(i: KeyInfo) {
 const ms = (ns: number) => Math.round(ns / 1e4) / 100
 
 /** API key management for admins (`weft keys` uses these when a server holds the catalog), and process stats. */
-export function adminRoutes(keys: KeyStore, calls: CallStore): RouteDef[] {
+export function adminRoutes(keys: KeyStore, calls: CallStore, ingest?: IngestPool, inFlight?: () => number): RouteDef[] {
   // Event-loop delay since start (or the last reset), sampled every 10 ms.
   const eld = monitorEventLoopDelay({ resolution: 10 })
   eld.enable()
@@ -63,6 +64,9 @@ export function adminRoutes(keys: KeyStore, calls: CallStore): RouteDef[] {
           event_loop_delay_ms: { p50: ms(eld.percentile(50)), p99: ms(eld.percentile(99)), max: ms(eld.max), samples: eld.count },
           memory: { rss_bytes: mem.rss, heap_used_bytes: mem.heapUsed, external_bytes: mem.external },
           calls: calls.stats(),
+          ingest: ingest?.stats ?? null,
+          /** Requests being handled, this one included. */
+          in_flight: inFlight?.() ?? null,
         }
         if (ctx.query.reset) eld.reset()
         return { body }

@@ -1,9 +1,8 @@
-import { canAccess, type Principal } from '../auth/keys.js'
-import { ApiError, validationError, type Detail } from '../http/errors.js'
+import { ApiError } from '../http/errors.js'
 import { bodyProject, route, type Ctx, type RouteDef } from '../http/route.js'
-import { compileValidator } from '../http/validation.js'
-import { endPart, startPart } from '../calls/parts.js'
-import type { CallPart, CallRecord, CallStore } from '../calls/store.js'
+import type { CallRecord, CallStore } from '../calls/store.js'
+import type { IngestPool } from '../calls/ingest-pool.js'
+import type { IngestTask } from '../calls/prepare.js'
 import { CallsQueryStatsReqSchema, CallsQueryStatsResSchema } from '../schemas/calls.js'
 import {
   CallCreateBatchReqSchema,
@@ -15,27 +14,11 @@ import {
   CallUpdateReqSchema,
   CallsDeleteReqSchema,
   CallsQueryReqSchema,
-  EndedCallSchema,
-  StartedCallSchema,
-  type EndedCall,
-  type StartedCall,
 } from '../schemas/calls-write.js'
 import { Type } from '@sinclair/typebox'
 
-const validStart = compileValidator(StartedCallSchema, 'body')
-const validEnd = compileValidator(EndedCallSchema, 'body')
-
 /** Columns every returned call keeps, whatever `columns` asks for (reference §3.5). */
 const REQUIRED_COLUMNS = ['id', 'trace_id', 'project_id', 'op_name', 'started_at']
-
-function userOf(ctx: Ctx): string {
-  return ctx.principal?.userId ?? 'anonymous'
-}
-
-function checkProject(p: Principal | null, projectId: string): void {
-  const entity = projectId.slice(0, projectId.indexOf('/'))
-  if (p && !canAccess(p, entity)) throw new ApiError(403, `This API key may not access entity ${JSON.stringify(entity)}`)
-}
 
 function pickColumns(call: CallRecord, columns: string[] | null | undefined): CallRecord {
   if (!columns || columns.length === 0) return call
@@ -45,38 +28,15 @@ function pickColumns(call: CallRecord, columns: string[] | null | undefined): Ca
   return Object.fromEntries(Object.entries(call).filter(([k]) => keep.has(k)))
 }
 
-/** One batch item: its part, or why it was rejected. */
-function batchItem(item: { mode?: string; req: Record<string, unknown> }, index: number, ctx: Ctx): { part: CallPart; res: unknown } | { error: ApiError } {
-  const mode = item.mode ?? ('start' in item.req ? 'start' : 'end')
-  try {
-    if (mode === 'start') {
-      const problems = validStart(item.req.start)
-      if (problems) throw validationError(relocate(problems, index, 'start'))
-      const start = item.req.start as StartedCall
-      checkProject(ctx.principal, start.project_id)
-      const part = startPart(start, userOf(ctx))
-      return { part, res: { id: part.id, trace_id: part.trace_id } }
-    }
-    if (mode === 'end') {
-      const problems = validEnd(item.req.end)
-      if (problems) throw validationError(relocate(problems, index, 'end'))
-      const end = item.req.end as EndedCall
-      checkProject(ctx.principal, end.project_id)
-      return { part: endPart(end), res: {} }
-    }
-    throw new ApiError(400, `Invalid mode ${JSON.stringify(mode)}: expected "start" or "end"`)
-  } catch (e) {
-    if (e instanceof ApiError) return { error: e }
-    throw e
-  }
-}
-
-function relocate(problems: Detail[], index: number, key: string): Detail[] {
-  return problems.map((d) => ({ ...d, loc: ['body', 'batch', index, 'req', key, ...d.loc.slice(1)] }))
-}
-
-export function callRoutes(store: CallStore, maxQueryRows: number): RouteDef[] {
+export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: number): RouteDef[] {
   const tags = ['Calls']
+  /** The body is parsed, validated and encoded in the worker pool; here it is only logged and added. */
+  const ingest = (route: IngestTask['route']) => async (ctx: Ctx) => {
+    const p = ctx.principal!
+    const { batch, count, reply } = await pool.prepare({ route, body: ctx.rawBody ?? Buffer.alloc(0), userId: p.userId, entities: p.entities })
+    await store.ingestEncoded(batch, count)
+    return { body: reply }
+  }
   return [
     route({
       method: 'POST',
@@ -87,12 +47,8 @@ export function callRoutes(store: CallStore, maxQueryRows: number): RouteDef[] {
       summary: 'Start a call',
       body: CallStartReqSchema,
       response: { description: 'The call and trace ids (generated when not sent)', schema: CallStartResSchema },
-      project: (ctx) => ctx.body.start.project_id,
-      handler: async (ctx) => {
-        const part = startPart(ctx.body.start, userOf(ctx))
-        await store.ingest([part])
-        return { body: { id: part.id, trace_id: part.trace_id } }
-      },
+      rawBody: true,
+      handler: ingest('start'),
     }),
     route({
       method: 'POST',
@@ -102,11 +58,8 @@ export function callRoutes(store: CallStore, maxQueryRows: number): RouteDef[] {
       tags,
       summary: 'End a call',
       body: CallEndReqSchema,
-      project: (ctx) => ctx.body.end.project_id,
-      handler: async (ctx) => {
-        await store.ingest([endPart(ctx.body.end)])
-        return { body: {} }
-      },
+      rawBody: true,
+      handler: ingest('end'),
     }),
     route({
       method: 'POST',
@@ -117,17 +70,8 @@ export function callRoutes(store: CallStore, maxQueryRows: number): RouteDef[] {
       summary: 'Starts and ends in one batch (the TypeScript SDK write path); bad items are reported in place',
       body: CallCreateBatchReqSchema,
       response: { description: 'One result per item, in order', schema: CallCreateBatchResSchema },
-      handler: async (ctx) => {
-        const parts: CallPart[] = []
-        const res = ctx.body.batch.map((item, i) => {
-          const r = batchItem(item, i, ctx)
-          if ('error' in r) return { error: r.error.message, status: r.error.details ? 422 : r.error.status, ...(r.error.details ? { detail: r.error.details } : {}) }
-          parts.push(r.part)
-          return r.res
-        })
-        await store.ingest(parts)
-        return { body: { res } }
-      },
+      rawBody: true,
+      handler: ingest('batch'),
     }),
     route({
       method: 'POST',

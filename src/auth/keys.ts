@@ -2,15 +2,9 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { blobValue, listValue } from '@duckdb/node-api'
 import type { Catalog } from '../catalog/db.js'
 
-/** The identity a request acts as. `userId` becomes `svc_user_id` on everything it writes. */
-export interface Principal {
-  keyId: string
-  name: string
-  userId: string
-  /** null: every entity. */
-  entities: string[] | null
-  isAdmin: boolean
-}
+import { canAccess, type Principal } from './principal.js'
+
+export { canAccess, type Principal }
 
 export interface KeyInfo extends Principal {
   prefix: string
@@ -146,10 +140,6 @@ export class KeyStore {
   }
 }
 
-/** May this principal read and write projects of `entity`? */
-export function canAccess(p: Principal, entity: string): boolean {
-  return p.entities === null || p.entities.includes(entity)
-}
 
 function validate(spec: NewKey): void {
   if (!USER_ID.test(spec.userId)) throw new KeyError(`user id must match ${USER_ID}`)

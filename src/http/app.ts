@@ -1,3 +1,4 @@
+import { parseJson } from './json-body.js'
 import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Logger } from 'pino'
@@ -295,20 +296,6 @@ export function tooLarge(limit: number): ApiError {
   return new ApiError(413, `Request body is larger than the limit of ${limit} bytes`)
 }
 
-function parseJson(buf: Buffer): unknown {
-  if (buf.length === 0) {
-    throw validationError([{ loc: ['body'], msg: 'Field required', type: 'missing' }])
-  }
-  try {
-    return JSON.parse(buf.toString('utf8'))
-  } catch (e) {
-    const msg = (e as Error).message
-    const pos = /position (\d+)/.exec(msg)
-    throw validationError([
-      { loc: ['body', pos ? Number(pos[1]) : 0], msg: `JSON decode error: ${msg}`, type: 'json_invalid' },
-    ])
-  }
-}
 
 /** A query string as an object; a repeated key becomes an array. */
 export function queryObject(q: string): Record<string, string | string[]> {

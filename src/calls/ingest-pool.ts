@@ -1,0 +1,55 @@
+import os from 'node:os'
+import { fileURLToPath } from 'node:url'
+import { Piscina } from 'piscina'
+import { ApiError } from '../http/errors.js'
+import { ingestError, type IngestResult, type IngestTask } from './prepare.js'
+
+export interface IngestPoolOptions {
+  /** Worker threads; default: one per core. */
+  threads?: number
+  /** Tasks waiting for a worker past which a request is refused with 503. */
+  maxQueue?: number
+}
+
+/** The worker pool that turns ingest bodies into encoded call parts (see prepare.ts). */
+export class IngestPool {
+  private readonly pool: Piscina<IngestTask, IngestResult>
+
+  constructor(opts: IngestPoolOptions = {}) {
+    const threads = Math.max(1, opts.threads ?? os.availableParallelism())
+    this.pool = new Piscina({
+      filename: fileURLToPath(new URL('../../workers/ingest.js', import.meta.url)),
+      minThreads: threads,
+      maxThreads: threads,
+      maxQueue: opts.maxQueue ?? 256,
+      // Workers wait on messages, not spin: the event loop and DuckDB need the cores.
+      atomics: 'disabled',
+      idleTimeout: 60_000,
+    })
+  }
+
+  /** The encoded parts of a request body and the reply for it; a bad body throws its ApiError. */
+  async prepare(task: IngestTask): Promise<{ batch: Buffer; count: number; reply: unknown }> {
+    let r: IngestResult
+    try {
+      r = await this.pool.run(task)
+    } catch (e) {
+      const message = (e as Error).message
+      if (message === 'Task queue is at limit') {
+        throw new ApiError(503, 'Too many ingest requests are waiting; retry shortly', { headers: { 'retry-after': '1' } })
+      }
+      // The worker died (out of memory, a crash): only this request fails; Piscina starts another.
+      throw new ApiError(503, `The ingest worker failed on this request and nothing was written: ${message}`, { headers: { 'retry-after': '1' } })
+    }
+    if (!r.ok) throw ingestError(r)
+    return { batch: Buffer.from(r.batch.buffer, r.batch.byteOffset, r.batch.byteLength), count: r.count, reply: r.reply }
+  }
+
+  get stats() {
+    return { threads: this.pool.threads.length, queued: this.pool.queueSize, completed: this.pool.completed }
+  }
+
+  close(): Promise<void> {
+    return this.pool.destroy()
+  }
+}
