@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { DuckDBInstance, listValue, type DuckDBConnection } from '@duckdb/node-api'
+import { DuckDBInstance, blobValue, listValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api'
 import { Wal, takeLock } from './wal.js'
 import { MANIFEST as MANIFEST_FILE, checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest } from './segments.js'
 import { ApiError } from '../http/errors.js'
@@ -80,13 +80,13 @@ const PART_COLUMNS = `
 /** Tail rows also carry the number of the log they were appended to, so a flush takes exactly that log's parts. */
 const TAIL_COLUMNS = PART_COLUMNS + ', wal_gen INTEGER NOT NULL'
 
-/** One encoded batch (see encodeParts) into the tail: $1 the JSON, $2 the first seq, $3 the log generation. */
+/** One encoded batch (see encodeParts) into the tail: $1 the JSON (as bytes, decoded by DuckDB), $2 the first seq, $3 the log generation. */
 const INSERT_SQL = `INSERT INTO call_parts
   SELECT $2 + i - 1, p.kind, p.project_id, p.id, p.trace_id, p.parent_id, p.thread_id, p.turn_id, p.op_name, p.display_name,
     make_timestamp(p.started_us), make_timestamp(p.ended_us), make_timestamp(p.deleted_us),
     p.attributes, p.inputs, p.output, p.summary, p.exception, p.user_id, p.run_id, p.run_step, p.run_step_end,
     p.input_refs, p.output_refs, p.usage, $3
-  FROM (SELECT unnest(j) AS p, generate_subscripts(j, 1) AS i FROM (SELECT from_json($1, '${PARTS_JSON_TYPE}') AS j))`
+  FROM (SELECT unnest(j) AS p, generate_subscripts(j, 1) AS i FROM (SELECT from_json(decode($1), '${PARTS_JSON_TYPE}') AS j))`
 
 /** Latest non-null value of each field over a call's parts, in arrival order. */
 const latest = (c: string) => `arg_max(${c}, seq) FILTER (WHERE ${c} IS NOT NULL) AS ${c}`
@@ -132,6 +132,8 @@ export class CallStore {
   /** Batches logged or being logged but not yet in the tail, per log generation (see flushOnce). */
   private readonly pendingByGen = new Map<number, number>()
   private pendingDrained: (() => void)[] = []
+  private insertChain: Promise<unknown> = Promise.resolve()
+  private insertStmt?: DuckDBPreparedStatement
 
   private constructor(
     private readonly dir: string,
@@ -246,9 +248,18 @@ export class CallStore {
    * Adds an encoded batch to the tail. DuckDB parses the JSON on its own threads; the insert is
    * awaited, so a part is queryable before its write is acknowledged.
    */
-  private async insert(batch: Buffer, base: bigint, gen: number): Promise<number> {
-    const res = await this.writer.runAndReadAll(INSERT_SQL, [batch.toString('utf8'), base, gen])
-    const n = Number(res.getRowsJS()[0]?.[0] ?? 0)
+  private insert(batch: Buffer, base: bigint, gen: number): Promise<number> {
+    // One prepared statement on one connection: inserts take turns (DuckDB runs them one at a time anyway).
+    const run = this.insertChain.then(async () => {
+      this.insertStmt ??= await this.writer.prepare(INSERT_SQL)
+      this.insertStmt.bind([blobValue(batch), base, gen])
+      return (await this.insertStmt.runAndReadAll()).getRowsJS()
+    })
+    this.insertChain = run.catch(() => {})
+    return run.then((rows) => this.inserted(Number(rows[0]?.[0] ?? 0)))
+  }
+
+  private inserted(n: number): number {
     if (this.tailRows === 0) this.tailSince = Date.now()
     this.tailRows += n
     return n
