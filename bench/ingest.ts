@@ -18,7 +18,7 @@ import { Worker } from 'node:worker_threads'
 import { parseFlags } from '../src/config.js'
 import { ROOT_DIR, VERSION } from '../src/version.js'
 import { spreadChart } from './chart.js'
-import { freePort, spread } from './util.js'
+import { spread, startWeft } from './util.js'
 
 const { flags } = parseFlags(process.argv.slice(2))
 const duration = Number(flags.duration ?? 10)
@@ -69,21 +69,9 @@ async function main(): Promise<void> {
   if (os.cpus().length > 1) spawn('taskset', ['-p', '-c', String(loadCpu), String(process.pid)], { stdio: 'ignore' })
   const results: Record<string, unknown> = {}
   for (const b of batches) {
-    const port = await freePort()
     const dir = mkdtempSync(path.join(os.tmpdir(), 'weft-ingest-'))
-    const proc = spawn('taskset', ['-c', serverCpus, process.execPath, ...(process.env.WEFT_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), path.join(ROOT_DIR, 'dist', 'src', 'main.js'), 'serve', '--port', String(port), '--data-dir', dir], {
-      env: { ...process.env, WEFT_API_KEY: KEY, WEFT_ACCESS_LOG: 'true' },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    })
-    const url = `http://127.0.0.1:${port}`
-    for (let i = 0; ; i++) {
-      try {
-        if ((await fetch(url + '/health')).ok) break
-      } catch {
-        if (i > 100) throw new Error('server did not start')
-        await new Promise((r) => setTimeout(r, 100))
-      }
-    }
+    const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, cpus: serverCpus, env: { WEFT_ACCESS_LOG: 'true' } })
+    const url = server.url
     const bodies = Array.from({ length: Math.max(4, Math.ceil(200 / b) * writers) }, () => body(b))
     const stats = async (reset: boolean) => (await (await fetch(`${url}/admin/stats${reset ? '?reset=true' : ''}`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as { event_loop_delay_ms: { p50: number; p99: number; max: number }; memory: { rss_bytes: number }; calls: Record<string, number> }
     await load(url, bodies, b, 2) // warm-up
@@ -111,8 +99,7 @@ async function main(): Promise<void> {
       rss_mb: spread(per.map((x) => x.rss_mb)),
       store: final.calls,
     }
-    proc.kill('SIGTERM')
-    await new Promise((r) => proc.on('exit', r))
+    await server.stop()
     rmSync(dir, { recursive: true, force: true })
   }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')

@@ -1,4 +1,6 @@
+import { spawn } from 'node:child_process'
 import net from 'node:net'
+import path from 'node:path'
 
 /** A port nothing listens on right now, for a server the bench starts. */
 export function freePort(): Promise<number> {
@@ -23,4 +25,39 @@ export function spread(xs: number[]): Spread {
   const mid = s.length >> 1
   const median = s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
   return { min: s[0]!, median, max: s[s.length - 1]! }
+}
+
+export interface BenchServer {
+  url: string
+  stop(): Promise<void>
+}
+
+/**
+ * Starts `weft serve` from dist on a free port, pinned to `cpus` (taskset), and waits until it answers.
+ * WEFT_BENCH_NODE_ARGS adds node flags (e.g. --cpu-prof).
+ */
+export async function startWeft(opts: { root: string; dataDir: string; key: string; cpus: string; env?: Record<string, string> }): Promise<BenchServer> {
+  const port = await freePort()
+  const nodeArgs = (process.env.WEFT_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)
+  const main = path.join(opts.root, 'dist', 'src', 'main.js')
+  const proc = spawn('taskset', ['-c', opts.cpus, process.execPath, ...nodeArgs, main, 'serve', '--port', String(port), '--data-dir', opts.dataDir], {
+    env: { ...process.env, WEFT_API_KEY: opts.key, ...opts.env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  })
+  const url = `http://127.0.0.1:${port}`
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(url + '/health')).ok) break
+    } catch {
+      if (i > 600 || proc.exitCode !== null) throw new Error('server did not start')
+      await new Promise((r) => setTimeout(r, 100))
+    }
+  }
+  return {
+    url,
+    async stop() {
+      proc.kill('SIGTERM')
+      if (proc.exitCode === null) await new Promise((r) => proc.on('exit', r))
+    },
+  }
 }

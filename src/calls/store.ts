@@ -68,8 +68,10 @@ export interface QueryOptions {
 export type CallRecord = Record<string, unknown>
 
 const MAX_FILTER_LIST = 1000
+/** Pages up to this many calls (limit + offset) are found by id first (see pageSql). */
+const PAGE_IDS = 10_000
 
-const PART_COLUMNS = `
+export const PART_COLUMNS = `
   seq BIGINT NOT NULL, kind VARCHAR NOT NULL, project_id VARCHAR NOT NULL, id VARCHAR NOT NULL,
   trace_id VARCHAR, parent_id VARCHAR, thread_id VARCHAR, turn_id VARCHAR, op_name VARCHAR, display_name VARCHAR,
   started_at TIMESTAMP, ended_at TIMESTAMP, deleted_at TIMESTAMP,
@@ -91,13 +93,20 @@ const INSERT_SQL = `INSERT INTO call_parts
 /** Latest non-null value of each field over a call's parts, in arrival order. */
 const latest = (c: string) => `arg_max(${c}, seq) FILTER (WHERE ${c} IS NOT NULL) AS ${c}`
 const FOLDED = ['trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id', 'run_step', 'run_step_end', 'usage']
-const MERGED = `
+/** Large JSON columns: a page of calls merges them only for the calls on the page. */
+const HEAVY = new Set(['attributes', 'inputs', 'output', 'summary', 'usage'])
+const REF_LISTS = ['input_refs', 'output_refs']
+
+/** The merged calls (latest non-null value per field over each call's parts), with the given folded columns. */
+function merged(columns: readonly string[] = FOLDED, refs = true): string {
+  const lists = refs ? REF_LISTS.map((c) => `,\n    list_distinct(flatten(list(${c}) FILTER (WHERE ${c} IS NOT NULL))) AS ${c}`).join('') : ''
+  return `
   SELECT project_id, id,
-    ${['trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id', 'run_step', 'run_step_end', 'usage'].map(latest).join(',\n    ')},
-    max(deleted_at) AS deleted_at,
-    list_distinct(flatten(list(input_refs) FILTER (WHERE input_refs IS NOT NULL))) AS input_refs,
-    list_distinct(flatten(list(output_refs) FILTER (WHERE output_refs IS NOT NULL))) AS output_refs
+    ${columns.map(latest).join(',\n    ')},
+    max(deleted_at) AS deleted_at${lists}
   FROM all_parts`
+}
+const MERGED = merged()
 
 const SELECT_OUT = `m.id, m.project_id, m.op_name, nullif(m.display_name, '') AS display_name, m.trace_id, m.parent_id, m.thread_id, m.turn_id,
   epoch_us(m.started_at) AS started_us, epoch_us(m.ended_at) AS ended_us, m.attributes, m.inputs, m.output, m.summary, m.exception,
@@ -370,13 +379,21 @@ export class CallStore {
     await this.maint.run(sql)
   }
 
-  private filterSql(f: CallFilter | null | undefined, params: Params): string[] {
+  /**
+   * The filter as conditions on the merged call (`m.`), and as conditions on single parts that a
+   * matching call must have at least one part meeting: a merged field is one of its parts' values,
+   * so these narrow the calls to merge before merging, without changing the answer.
+   */
+  private filterSql(f: CallFilter | null | undefined, params: Params): { where: string[]; narrow: string[] } {
     const where: string[] = []
-    if (!f) return where
+    const narrow: string[] = []
+    if (!f) return { where, narrow }
     const list = (name: string, values: string[] | null | undefined, column: string) => {
       if (!values) return
       if (values.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.${name} has more than ${MAX_FILTER_LIST} entries`)
-      where.push(`list_contains(${params.add(listValue(values))}, ${column})`)
+      const l = params.add(listValue(values))
+      where.push(`list_contains(${l}, m.${column})`)
+      narrow.push(`list_contains(${l}, ${column})`)
     }
     if (f.op_names) {
       if (f.op_names.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.op_names has more than ${MAX_FILTER_LIST} entries`)
@@ -384,40 +401,44 @@ export class CallStore {
       const exact = f.op_names.filter((n) => !n.endsWith(':*'))
       const prefixes = f.op_names.filter((n) => n.endsWith(':*')).map((n) => n.slice(0, -1))
       // An empty list literal has no element type for DuckDB to bind: leave the term out instead.
-      const ors = exact.length ? [`list_contains(${params.add(listValue(exact))}, m.op_name)`] : []
-      for (const p of prefixes) ors.push(`starts_with(m.op_name, ${params.add(p)})`)
-      where.push(`(${ors.join(' OR ')})`)
+      const ors = exact.length ? [`list_contains(${params.add(listValue(exact))}, op_name)`] : []
+      for (const p of prefixes) ors.push(`starts_with(op_name, ${params.add(p)})`)
+      const any = ors.length ? `(${ors.join(' OR ')})` : 'false'
+      where.push(any.replaceAll('op_name', 'm.op_name'))
+      narrow.push(any)
     }
-    list('parent_ids', f.parent_ids, 'm.parent_id')
-    list('trace_ids', f.trace_ids, 'm.trace_id')
-    list('call_ids', f.call_ids, 'm.id')
-    list('thread_ids', f.thread_ids, 'm.thread_id')
-    list('turn_ids', f.turn_ids, 'm.turn_id')
-    const users = union(f.svc_user_ids, f.wb_user_ids)
-    list('svc_user_ids', users, 'm.user_id')
-    list('svc_run_ids', union(f.svc_run_ids, f.wb_run_ids), 'm.run_id')
-    for (const [name, col] of [
-      ['input_refs', 'm.input_refs'],
-      ['output_refs', 'm.output_refs'],
-    ] as const) {
+    list('parent_ids', f.parent_ids, 'parent_id')
+    list('trace_ids', f.trace_ids, 'trace_id')
+    list('call_ids', f.call_ids, 'id')
+    list('thread_ids', f.thread_ids, 'thread_id')
+    list('turn_ids', f.turn_ids, 'turn_id')
+    list('svc_user_ids', union(f.svc_user_ids, f.wb_user_ids), 'user_id')
+    list('svc_run_ids', union(f.svc_run_ids, f.wb_run_ids), 'run_id')
+    for (const name of ['input_refs', 'output_refs'] as const) {
       const v = f[name]
       if (!v) continue
       if (v.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.${name} has more than ${MAX_FILTER_LIST} entries`)
-      where.push(`list_has_any(${col}, ${params.add(listValue(v))})`)
+      where.push(`list_has_any(m.${name}, ${params.add(listValue(v))})`)
     }
     if (f.trace_roots_only) where.push('m.parent_id IS NULL')
-    return where
+    return { where, narrow }
   }
 
-  /** The merged, live calls of a project that match, as SQL with its parameters. */
-  private matching(project: string, opts: QueryOptions, params: Params): string {
+  /**
+   * The merged, live calls of a project that match, as SQL with its parameters. `light` merges only
+   * the columns the filter, query and sort read (the large JSON ones are left out unless named).
+   */
+  private matching(project: string, opts: QueryOptions, params: Params, light = false, orderSql = ''): string {
     const p = params.add(project)
-    const inner = [`project_id = ${p}`]
-    // Narrow the scan before merging where the filter allows: every part carries its call id.
-    if (opts.filter?.call_ids && opts.filter.call_ids.length <= MAX_FILTER_LIST) inner.push(`list_contains(${params.add(listValue(opts.filter.call_ids))}, id)`)
-    const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...this.filterSql(opts.filter, params)]
+    const { where: filters, narrow } = this.filterSql(opts.filter, params)
+    const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...filters]
     if (opts.query) where.push(`coalesce(${compileQuery(opts.query, params)}, false)`)
-    return `(${MERGED} WHERE ${inner.join(' AND ')} GROUP BY project_id, id) m WHERE ${where.join(' AND ')}`
+    const inner = [`project_id = ${p}`]
+    for (const n of narrow) inner.push(n.startsWith('list_contains') && n.endsWith(', id)') ? n : `id IN (SELECT id FROM all_parts WHERE project_id = ${p} AND ${n})`)
+    const text = where.join(' ') + ' ' + orderSql
+    const columns = light ? FOLDED.filter((c) => !HEAVY.has(c) || new RegExp(`\\bm\\.${c}\\b`).test(text)) : FOLDED
+    const refs = !light || /\bm\.(input|output)_refs\b/.test(text)
+    return `(${merged(columns, refs)} WHERE ${inner.join(' AND ')} GROUP BY project_id, id) m WHERE ${where.join(' AND ')}`
   }
 
   private orderBy(sort: QueryOptions['sort_by'], params: Params): string {
@@ -451,13 +472,40 @@ export class CallStore {
   }
 
   private selectSql(project: string, opts: QueryOptions, params: Params): string {
-    let sql = `SELECT ${SELECT_OUT} FROM ${this.matching(project, opts, params)} ${this.orderBy(opts.sort_by, params)}`
+    const order = this.orderBy(opts.sort_by, params)
+    let sql = `SELECT ${SELECT_OUT} FROM ${this.matching(project, opts, params, false, order)} ${order}`
     if (opts.limit !== undefined && opts.limit !== null) sql += ` LIMIT ${params.add(opts.limit)}`
     if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
     return sql
   }
 
+  /**
+   * A page (limit + offset up to PAGE_IDS) is found in two steps: the ids of the page from a merge of
+   * the light columns only, then the whole calls for those ids. The large JSON columns of a project
+   * are then merged for a page, not for every matching call.
+   */
+  private async pageSql(project: string, opts: QueryOptions): Promise<{ sql: string; params: Params } | null> {
+    if (opts.limit === undefined || opts.limit === null || opts.limit + (opts.offset ?? 0) > PAGE_IDS) return null
+    const params = new Params()
+    const order = this.orderBy(opts.sort_by, params)
+    let sql = `SELECT m.id FROM ${this.matching(project, opts, params, true, order)} ${order} LIMIT ${params.add(opts.limit)}`
+    if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
+    const ids = (await this.readAll(sql, params)).map((r) => String(r.id))
+    // An empty list has no element type for DuckDB to bind; an empty page needs no second step.
+    if (ids.length === 0) return { sql: 'SELECT 1 WHERE false', params: new Params() }
+    const out = new Params()
+    const p = out.add(project)
+    const l = out.add(listValue(ids))
+    return {
+      sql: `SELECT ${SELECT_OUT} FROM (${MERGED} WHERE project_id = ${p} AND list_contains(${l}, id) GROUP BY project_id, id) m
+        WHERE m.deleted_at IS NULL ORDER BY list_position(${l}, m.id)`,
+      params: out,
+    }
+  }
+
   async query(project: string, opts: QueryOptions): Promise<CallRecord[]> {
+    const page = await this.pageSql(project, opts)
+    if (page) return (await this.readAll(page.sql, page.params)).map(toCall)
     const params = new Params()
     return (await this.readAll(this.selectSql(project, opts, params), params)).map(toCall)
   }
@@ -468,8 +516,14 @@ export class CallStore {
    * query fails before any response is sent.
    */
   async stream(project: string, opts: QueryOptions): Promise<AsyncGenerator<CallRecord[]>> {
-    const params = new Params()
-    const sql = this.selectSql(project, opts, params)
+    const page = await this.pageSql(project, opts)
+    let sql: string
+    let params: Params
+    if (page) ({ sql, params } = page)
+    else {
+      params = new Params()
+      sql = this.selectSql(project, opts, params)
+    }
     const { conn, guarded } = await this.readConn()
     try {
       const chunks = (await guarded(() => conn.stream(sql, params.values))).yieldRowObjectJs()
@@ -490,7 +544,7 @@ export class CallStore {
   async count(project: string, opts: QueryOptions): Promise<number> {
     const params = new Params()
     const limit = opts.limit ? ` LIMIT ${params.add(opts.limit)}` : ''
-    const sql = `SELECT count(*)::BIGINT AS n FROM (SELECT 1 FROM ${this.matching(project, opts, params)}${limit})`
+    const sql = `SELECT count(*)::BIGINT AS n FROM (SELECT 1 FROM ${this.matching(project, opts, params, true)}${limit})`
     return Number((await this.readAll(sql, params))[0]!.n)
   }
 
@@ -504,7 +558,7 @@ export class CallStore {
     const params = new Params()
     const p = params.add(project)
     const l = params.add(listValue(ids))
-    const sql = `WITH RECURSIVE m AS (SELECT * FROM (${MERGED} WHERE project_id = ${p} GROUP BY project_id, id) WHERE deleted_at IS NULL),
+    const sql = `WITH RECURSIVE m AS (SELECT * FROM (${merged(['parent_id'], false)} WHERE project_id = ${p} GROUP BY project_id, id) WHERE deleted_at IS NULL),
       d(id) AS (SELECT id FROM m WHERE list_contains(${l}, id) UNION SELECT m.id FROM m JOIN d ON m.parent_id = d.id)
       SELECT id FROM d`
     return (await this.readAll(sql, params)).map((r) => String(r.id))
