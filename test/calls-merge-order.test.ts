@@ -50,14 +50,16 @@ function traceParts(project: string, r: () => number): CallPart[] {
   return parts
 }
 
-for (const [flushRows, maxSegments] of [
-  [1_000_000, 8],
-  [7, 1000],
-  [7, 2],
-]) t.test(`the merged view does not depend on the order parts arrive in (flush every ${flushRows} parts, compact past ${maxSegments} segments)`, async (t) => {
+for (const [flushRows, maxSegments, compactParts] of [
+  [1_000_000, 8, 2_000_000],
+  [7, 1000, 2_000_000],
+  [7, 2, 2_000_000],
+  // Compaction split into many id ranges (one segment each), as a large store's is.
+  [7, 2, 400],
+]) t.test(`the merged view does not depend on the order parts arrive in (flush every ${flushRows} parts, compact past ${maxSegments} segments of ${compactParts} parts)`, async (t) => {
   const dir = tempDir()
   t.teardown(() => rm(dir, { recursive: true, force: true }))
-  const store = await CallStore.open(dir, { flushRows, flushIntervalMs: 0, maxSegments })
+  const store = await CallStore.open(dir, { flushRows, flushIntervalMs: 0, maxSegments, compactParts })
   t.teardown(() => store.close())
   for (let seed = 1; seed <= 25; seed++) {
     const r = rng(seed)
@@ -79,6 +81,7 @@ for (const [flushRows, maxSegments] of [
     }
     for (let k = 1; k < views.length; k++) t.equal(views[k], views[0], `seed ${seed}: order ${k} merges like order 0`)
   }
+  if (compactParts < 1000) t.ok(store.segments.filter((s) => s.level === 1).length > 1, `compaction wrote several id-range segments (${store.segments.length} segments)`)
 })
 
 t.test('the merged view survives a restart (log replay) unchanged', async (t) => {

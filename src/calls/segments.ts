@@ -8,6 +8,8 @@ export interface Segment {
   min_seq: number
   max_seq: number
   bytes: number
+  /** 1 for the output of a compaction (one id range each), absent for a flush. */
+  level?: 1
 }
 
 /**

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { DuckDBInstance, blobValue, listValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api'
 import { Wal, takeLock } from './wal.js'
-import { MANIFEST as MANIFEST_FILE, checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest } from './segments.js'
+import { MANIFEST as MANIFEST_FILE, checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest, type Segment } from './segments.js'
 import { ApiError } from '../http/errors.js'
 import { PARTS_JSON_TYPE, USAGE_FIELDS, encodeParts, type UsageRow } from './parts.js'
 import { CALL_COLUMNS, DERIVED, Params, compileQuery, fieldSql } from '../query/expr.js'
@@ -122,6 +122,8 @@ export interface StoreOptions {
   maxSegments?: number
   /** A query waiting this long (ms) on DuckDB is interrupted: 504. */
   queryTimeoutMs?: number
+  /** Parts per compacted segment (one id range each); bounds the memory a compaction takes. */
+  compactParts?: number
 }
 
 /**
@@ -156,7 +158,7 @@ export class CallStore {
   ) {}
 
   static async open(dataDir: string, options: StoreOptions = {}): Promise<CallStore> {
-    const opts = { flushRows: options.flushRows ?? 200_000, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8, queryTimeoutMs: options.queryTimeoutMs ?? 30_000 }
+    const opts = { flushRows: options.flushRows ?? 200_000, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8, queryTimeoutMs: options.queryTimeoutMs ?? 30_000, compactParts: options.compactParts ?? 2_000_000 }
     const dir = path.join(dataDir, 'calls')
     await fs.mkdir(dir, { recursive: true })
     await takeLock(path.join(dir, 'LOCK'))
@@ -324,7 +326,7 @@ export class CallStore {
     this.tailRows = Number((await this.maint.runAndReadAll('SELECT count(*)::BIGINT AS n FROM call_parts')).getRowObjectsJS()[0]!.n)
     this.tailSince = Date.now()
     for (const w of oldWals) await fs.rm(path.join(this.dir, w), { force: true })
-    if (this.manifest.segments.length > this.opts.maxSegments) await this.compactOnce()
+    if (this.manifest.segments.filter((x) => !x.level).length > this.opts.maxSegments) await this.compactOnce()
   }
 
   /** Compacts every segment into one (see compactOnce); runs in turn with flushes. */
@@ -335,39 +337,73 @@ export class CallStore {
   }
 
   /**
-   * Folds all segments into one, each call's parts merged into a single part row whose seq is its
-   * parts' highest, so parts arriving later still win field by field. Deleted calls stay, as
-   * tombstones: a late part of a deleted call must not bring it back.
+   * Folds all segments into compacted ones, each call's parts merged into a single part row whose seq
+   * is its parts' highest, so parts arriving later still win field by field. Deleted calls stay, as
+   * tombstones: a late part of a deleted call must not bring it back. The work is split into id
+   * ranges of about `compactParts` parts, one output segment each, so memory stays bounded whatever
+   * the store's size (a single GROUP BY over 10M calls ran DuckDB out of memory).
    */
   private async compactOnce(): Promise<void> {
     const old = this.manifest.segments
-    if (old.length < 2 || this.closed) return
+    // Nothing flushed since the last compaction: the segments are already one row per call.
+    if (!old.some((x) => !x.level) || this.closed) return
     const files = old.map((x) => `'${path.join(this.dir, checkName(x.file))}'`).join(', ')
-    const segName = fileName('seg', this.manifest.next_file++)
-    const segPath = path.join(this.dir, segName)
-    const tmp = segPath + '.tmp'
-    await this.maint.run(
-      `COPY (SELECT max(seq) AS seq, 'merged' AS kind, project_id, id, ${FOLDED.map(latest).join(', ')},
-        max(deleted_at) AS deleted_at,
-        nullif(list_distinct(flatten(list(input_refs) FILTER (WHERE input_refs IS NOT NULL))), []) AS input_refs,
-        nullif(list_distinct(flatten(list(output_refs) FILTER (WHERE output_refs IS NOT NULL))), []) AS output_refs
-      FROM read_parquet([${files}], union_by_name = true) GROUP BY project_id, id ORDER BY project_id, id) TO '${tmp}' (FORMAT parquet, COMPRESSION zstd)`,
-    )
-    await fsyncPath(tmp)
-    await fs.rename(tmp, segPath)
-    await fsyncPath(this.dir)
-    const stats = (await this.maint.runAndReadAll(`SELECT count(*)::BIGINT AS n, min(seq) AS lo, max(seq) AS hi FROM read_parquet('${segPath}')`)).getRowObjectsJS()[0]!
-    const bytes = (await fs.stat(segPath)).size
-    this.manifest = {
-      ...this.manifest,
-      segments: [{ file: segName, rows: Number(stats.n), min_seq: Number(stats.lo ?? 0), max_seq: Math.max(...old.map((x) => x.max_seq)), bytes }],
+    const totalRows = old.reduce((a, x) => a + x.rows, 0)
+    const bounds = await this.idBounds(old, Math.ceil(totalRows / this.opts.compactParts))
+    const made: Segment[] = []
+    for (let i = 0; i <= bounds.length; i++) {
+      const params = new Params()
+      const range = [i > 0 ? `id >= ${params.add(bounds[i - 1]!)}` : 'true', i < bounds.length ? `id < ${params.add(bounds[i]!)}` : 'true'].join(' AND ')
+      const segName = fileName('seg', this.manifest.next_file++)
+      const segPath = path.join(this.dir, segName)
+      const tmp = segPath + '.tmp'
+      const copy = await this.maint.prepare(
+        `COPY (SELECT max(seq) AS seq, 'merged' AS kind, project_id, id, ${FOLDED.map(latest).join(', ')},
+          max(deleted_at) AS deleted_at,
+          nullif(list_distinct(flatten(list(input_refs) FILTER (WHERE input_refs IS NOT NULL))), []) AS input_refs,
+          nullif(list_distinct(flatten(list(output_refs) FILTER (WHERE output_refs IS NOT NULL))), []) AS output_refs
+        FROM read_parquet([${files}], union_by_name = true) WHERE ${range}
+        GROUP BY project_id, id ORDER BY project_id, id) TO '${tmp}' (FORMAT parquet, COMPRESSION zstd)`,
+      )
+      copy.bind(params.values)
+      await copy.run()
+      const stats = (await this.maint.runAndReadAll(`SELECT count(*)::BIGINT AS n, min(seq) AS lo, max(seq) AS hi FROM read_parquet('${tmp}')`)).getRowObjectsJS()[0]!
+      if (Number(stats.n) === 0) {
+        await fs.rm(tmp, { force: true })
+        continue
+      }
+      await fsyncPath(tmp)
+      await fs.rename(tmp, segPath)
+      made.push({ file: segName, rows: Number(stats.n), min_seq: Number(stats.lo ?? 0), max_seq: Number(stats.hi ?? 0), bytes: (await fs.stat(segPath)).size, level: 1 })
     }
+    await fsyncPath(this.dir)
+    // The flushed segments' highest seq must survive in the manifest (a restart numbers new parts after it).
+    if (made.length) made[made.length - 1]!.max_seq = Math.max(made[made.length - 1]!.max_seq, ...old.map((x) => x.max_seq))
+    this.manifest = { ...this.manifest, segments: made }
     await writeManifest(this.dir, this.manifest)
     await this.refreshView()
     // Queries that bound the old view may still be reading the old files: remove them a little later
     // (a restart removes any that are left).
     const stale = old.map((x) => path.join(this.dir, x.file))
     setTimeout(() => void Promise.all(stale.map((f) => fs.rm(f, { force: true }))), 30_000).unref()
+  }
+
+  /**
+   * Up to n - 1 ids splitting the segments' parts into n ranges of similar size, from the row-group
+   * statistics in the Parquet footers (segments are sorted by id, so no data is read).
+   */
+  private async idBounds(segments: readonly Segment[], n: number): Promise<string[]> {
+    if (n <= 1) return []
+    const files = segments.map((x) => `'${path.join(this.dir, checkName(x.file))}'`).join(', ')
+    const mins = (await this.maint.runAndReadAll(
+      `SELECT stats_min AS id FROM parquet_metadata([${files}]) WHERE path_in_schema = 'id' AND stats_min IS NOT NULL ORDER BY stats_min`,
+    )).getRowObjectsJS().map((r) => String(r.id))
+    const out: string[] = []
+    for (let i = 1; i < n; i++) {
+      const b = mins[Math.floor((i * mins.length) / n)]
+      if (b !== undefined && b !== out[out.length - 1] && b > (out[out.length - 1] ?? '')) out.push(b)
+    }
+    return out
   }
 
   /** The relation queries read: every segment, then the tail. File names come from the manifest and are checked. */
