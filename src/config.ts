@@ -29,6 +29,8 @@ export interface Config {
   ingestWorkers: number
   /** Ingest requests waiting for a worker past which the answer is 503. */
   ingestQueue: number
+  /** Default prices added to or replacing the book's: `model=prompt,completion[,cache_read,cache_creation];…` (USD per token). */
+  prices: string
 }
 
 export const DEFAULTS = {
@@ -48,6 +50,8 @@ export const DEFAULTS = {
   maxQueryRows: 100_000,
   ingestWorkers: 0,
   ingestQueue: 256,
+  // The models weft serves, priced at 0 until an operator sets a price.
+  prices: 'weft-tiny=0,0',
 }
 
 const FLAG_TO_ENV: Record<string, string> = {
@@ -68,6 +72,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'max-query-rows': 'WEFT_MAX_QUERY_ROWS',
   'ingest-workers': 'WEFT_INGEST_WORKERS',
   'ingest-queue': 'WEFT_INGEST_QUEUE',
+  prices: 'WEFT_PRICES',
 }
 
 export class ConfigError extends Error {}
@@ -146,5 +151,6 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     maxQueryRows: int('max-query-rows', get('max-query-rows'), DEFAULTS.maxQueryRows, 1, 10_000_000),
     ingestWorkers: int('ingest-workers', get('ingest-workers'), DEFAULTS.ingestWorkers, 0, 256),
     ingestQueue: int('ingest-queue', get('ingest-queue'), DEFAULTS.ingestQueue, 1, 1_000_000),
+    prices: get('prices') ?? DEFAULTS.prices,
   }
 }

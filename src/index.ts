@@ -9,6 +9,8 @@ export { loadConfig, type Config } from './config.js'
 export { createLogger } from './log.js'
 export { CallStore, type CallPart, type CallFilter, type QueryOptions, type CallRecord } from './calls/store.js'
 export { startPart, endPart } from './calls/parts.js'
+export { openAnalytics, type Analytics } from './stats/analytics.js'
+export type { StatsRequest } from './stats/engine.js'
 
 /** Opens (creating) the calls store of a data directory. One process at a time may hold it. */
 export function openStore(dataDir: string): Promise<CallStore> {

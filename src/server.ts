@@ -18,6 +18,8 @@ import { objectRoutes } from './api/objects.js'
 import { ObjectStore } from './catalog/objects.js'
 import { CallStore } from './calls/store.js'
 import { IngestPool } from './calls/ingest-pool.js'
+import { attachAnalytics } from './stats/analytics.js'
+import { statsRoutes } from './api/stats.js'
 
 export const SERVER_FILE = 'server.json'
 
@@ -75,7 +77,9 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     app.add(metaRoutes(() => app.routes))
     app.add(adminRoutes(keys, calls, pool, () => app.pending))
     app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
-    app.add(callRoutes(calls, pool, config.maxQueryRows))
+    const analytics = await attachAnalytics(calls, catalog, config.prices)
+    app.add(callRoutes(calls, pool, config.maxQueryRows, analytics.prices, analytics.stats))
+    app.add(statsRoutes(analytics.stats, analytics.usage, analytics.prices))
     app.add(otelRoutes(calls, pool, config.maxBodyBytes))
     app.add(objectRoutes(new ObjectStore(catalog), config.maxBodyBytes))
     app.add(specRoutes())
@@ -104,6 +108,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
         const outcome = await Promise.race([app.idle().then(() => 'idle' as const), deadline])
         if (outcome === 'timeout') log.warn({ pending: app.pending }, 'shutdown grace period over; closing with requests in flight')
         await pool.close()
+        await calls.exclusive(async () => analytics.rollups.close())
         await calls.close()
         await catalog.close()
         await fs.rm(serverFile, { force: true })

@@ -3,6 +3,8 @@ import { bodyProject, route, type Ctx, type RouteDef } from '../http/route.js'
 import type { CallRecord, CallStore } from '../calls/store.js'
 import type { IngestPool } from '../calls/ingest-pool.js'
 import type { IngestTask } from '../calls/prepare.js'
+import { withCosts, type Prices } from '../catalog/prices.js'
+import type { CallStats } from '../stats/engine.js'
 import { CallsQueryStatsReqSchema, CallsQueryStatsResSchema } from '../schemas/calls.js'
 import {
   CallCreateBatchReqSchema,
@@ -28,8 +30,14 @@ function pickColumns(call: CallRecord, columns: string[] | null | undefined): Ca
   return Object.fromEntries(Object.entries(call).filter(([k]) => keep.has(k)))
 }
 
-export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: number): RouteDef[] {
+export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: number, prices: Prices, stats: CallStats): RouteDef[] {
   const tags = ['Calls']
+  /** With include_costs, each call gains summary.weave.costs from the project's prices. */
+  const costed = async (project: string, include: boolean | null | undefined): Promise<(c: CallRecord) => CallRecord> => {
+    if (!include) return (c) => c
+    const rows = await prices.forProject(project)
+    return (c) => withCosts(c, rows)
+  }
   /** The body is parsed, validated and encoded in the worker pool; here it is only logged and added. */
   const ingest = (route: IngestTask['route']) => async (ctx: Ctx) => {
     const p = ctx.principal!
@@ -82,7 +90,11 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
       summary: 'Read one call (null when unknown or deleted)',
       body: CallReadReqSchema,
       project: bodyProject,
-      handler: async (ctx) => ({ body: { call: await store.read(ctx.body.project_id, ctx.body.id) } }),
+      handler: async (ctx) => {
+        const call = await store.read(ctx.body.project_id, ctx.body.id)
+        const cost = await costed(ctx.body.project_id, ctx.body.include_costs)
+        return { body: { call: call && cost(call) } }
+      },
     }),
     route({
       method: 'POST',
@@ -134,8 +146,9 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
       handler: async (ctx) => {
         const chunks = await store.stream(ctx.body.project_id, ctx.body)
         const columns = ctx.body.columns
+        const cost = await costed(ctx.body.project_id, ctx.body.include_costs)
         async function* lines() {
-          for await (const calls of chunks) yield calls.map((c) => JSON.stringify(pickColumns(c, columns)) + '\n').join('')
+          for await (const calls of chunks) yield calls.map((c) => JSON.stringify(pickColumns(cost(c), columns)) + '\n').join('')
         }
         return { contentType: 'application/jsonl', stream: lines() }
       },
@@ -156,7 +169,8 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
         if (calls.length > maxQueryRows) {
           throw new ApiError(413, `More than ${maxQueryRows} calls match: page with limit and offset, or use /calls/stream_query`)
         }
-        return { body: { calls: calls.map((c) => pickColumns(c, ctx.body.columns)) } }
+        const cost = await costed(ctx.body.project_id, ctx.body.include_costs)
+        return { body: { calls: calls.map((c) => pickColumns(cost(c), ctx.body.columns)) } }
       },
     }),
     route({
@@ -171,8 +185,14 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
       project: bodyProject,
       handler: async (ctx) => {
         const b = ctx.body
-        const count = await store.count(b.project_id, { filter: b.filter, query: b.query as { $expr: unknown } | null | undefined, limit: b.limit })
-        return { body: { count, has_more: false } }
+        if (b.limit !== undefined && b.limit !== null && b.limit < 1) throw new ApiError(400, 'limit must be at least 1')
+        const query = b.query as { $expr: unknown } | null | undefined
+        // Counts the rollups can answer (no query, filter on op, root, user, run) are read from them.
+        const fast = query ? null : await stats.count(b.project_id, b.filter)
+        const count = fast !== null ? Math.min(fast, b.limit ?? Infinity) : await store.count(b.project_id, { filter: b.filter, query, limit: b.limit })
+        const body: Record<string, unknown> = { count, has_more: false }
+        if (b.include_total_storage_size) body.total_storage_size_bytes = await store.traceStorageBytes(b.project_id, { filter: b.filter, query, limit: b.limit })
+        return { body }
       },
     }),
   ]

@@ -1,12 +1,6 @@
 import { ApiError } from '../http/errors.js'
 import { bodyProject, pathProject, route, type Ctx, type RouteDef } from '../http/route.js'
 import { NumDeletedSchema } from '../schemas/common.js'
-import {
-  CallStatsReqSchema,
-  CallStatsResSchema,
-  CallsUsageReqSchema,
-  CallsUsageResSchema,
-} from '../schemas/calls.js'
 import { ObjQueryReqSchema, ObjQueryResSchema } from '../schemas/objects.js'
 import {
   DatasetCreateReqSchema,
@@ -24,7 +18,6 @@ function unknownInference(ctx: Ctx): never {
   throw new ApiError(404, `No inference endpoint ${ctx.method} /inference/v1${ctx.params.path}; this server offers /inference/v1/chat/completions and /inference/v1/models`)
 }
 
-const CALLS = 'issue 3/4: calls store and statistics'
 const OBJECTS = 'objects and the /v2 project API'
 const CHAT = 'issue 5: chat completions'
 
@@ -79,30 +72,6 @@ export function specRoutes(): RouteDef[] {
       tags: ['Chat'],
       summary: 'List served models',
       pending: CHAT,
-    }),
-    route({
-      method: 'POST',
-      path: '/calls/stats',
-      family: 'trace',
-      auth: 'key',
-      tags: ['Calls'],
-      summary: 'Time-bucketed usage and call statistics',
-      body: CallStatsReqSchema,
-      response: { description: 'Buckets', schema: CallStatsResSchema },
-      project: bodyProject,
-      pending: CALLS,
-    }),
-    route({
-      method: 'POST',
-      path: '/calls/usage',
-      family: 'trace',
-      auth: 'key',
-      tags: ['Calls'],
-      summary: 'Usage of root calls including all their descendants',
-      body: CallsUsageReqSchema,
-      response: { description: 'Usage per root call id', schema: CallsUsageResSchema },
-      project: bodyProject,
-      pending: CALLS,
     }),
     route({
       method: 'POST',

@@ -67,6 +67,13 @@ export interface QueryOptions {
 
 export type CallRecord = Record<string, unknown>
 
+/** More conditions for matching(): on the merged call (`m.`), on single parts (see filterSql), and heavy columns to merge. */
+export interface Extra {
+  where?: string[]
+  narrow?: string[]
+  columns?: string[]
+}
+
 const MAX_FILTER_LIST = 1000
 /** Pages up to this many calls (limit + offset) are found by id first (see pageSql). */
 const PAGE_IDS = 10_000
@@ -91,14 +98,14 @@ const INSERT_SQL = `INSERT INTO call_parts
   FROM (SELECT unnest(j) AS p, generate_subscripts(j, 1) AS i FROM (SELECT from_json(decode($1), '${PARTS_JSON_TYPE}') AS j))`
 
 /** Latest non-null value of each field over a call's parts, in arrival order. */
-const latest = (c: string) => `arg_max(${c}, seq) FILTER (WHERE ${c} IS NOT NULL) AS ${c}`
+export const latest = (c: string) => `arg_max(${c}, seq) FILTER (WHERE ${c} IS NOT NULL) AS ${c}`
 const FOLDED = ['trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id', 'run_step', 'run_step_end', 'usage']
 /** Large JSON columns: a page of calls merges them only for the calls on the page. */
 const HEAVY = new Set(['attributes', 'inputs', 'output', 'summary', 'usage'])
 const REF_LISTS = ['input_refs', 'output_refs']
 
 /** The merged calls (latest non-null value per field over each call's parts), with the given folded columns. */
-function merged(columns: readonly string[] = FOLDED, refs = true): string {
+export function merged(columns: readonly string[] = FOLDED, refs = true): string {
   const lists = refs ? REF_LISTS.map((c) => `,\n    list_distinct(flatten(list(${c}) FILTER (WHERE ${c} IS NOT NULL))) AS ${c}`).join('') : ''
   return `
   SELECT project_id, id,
@@ -145,6 +152,7 @@ export class CallStore {
   private pendingDrained: (() => void)[] = []
   private insertChain: Promise<unknown> = Promise.resolve()
   private insertStmt?: DuckDBPreparedStatement
+  private readonly hooks: ((event: 'flush' | 'compact') => Promise<void>)[] = []
 
   private constructor(
     private readonly dir: string,
@@ -326,6 +334,7 @@ export class CallStore {
     this.tailRows = Number((await this.maint.runAndReadAll('SELECT count(*)::BIGINT AS n FROM call_parts')).getRowObjectsJS()[0]!.n)
     this.tailSince = Date.now()
     for (const w of oldWals) await fs.rm(path.join(this.dir, w), { force: true })
+    for (const hook of this.hooks) await hook('flush').catch(() => {})
     if (this.manifest.segments.filter((x) => !x.level).length > this.opts.maxSegments) await this.compactOnce()
   }
 
@@ -386,6 +395,37 @@ export class CallStore {
     // (a restart removes any that are left).
     const stale = old.map((x) => path.join(this.dir, x.file))
     setTimeout(() => void Promise.all(stale.map((f) => fs.rm(f, { force: true }))), 30_000).unref()
+    for (const hook of this.hooks) await hook('compact').catch(() => {})
+  }
+
+  /**
+   * Runs `hook` after every flush and compaction, in turn with them (so segments do not change
+   * while it runs). Statistics keep their pre-aggregates current this way.
+   */
+  onSegments(hook: (event: 'flush' | 'compact') => Promise<void>): void {
+    this.hooks.push(hook)
+  }
+
+  /** Runs fn in turn with flushes and compactions. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.flushChain.then(fn)
+    this.flushChain = run.catch(() => {})
+    return run
+  }
+
+  /** The highest seq held in segments: every part at or below it is in Parquet and never changes. */
+  get flushedSeq(): number {
+    return this.manifest.segments.reduce((m, x) => Math.max(m, x.max_seq), 0)
+  }
+
+  /** The DuckDB instance holding the tail and the `all_parts` view, for modules that keep tables beside them. */
+  get duck(): DuckDBInstance {
+    return this.db
+  }
+
+  /** Id ranges splitting the segments into about n parts (see idBounds). */
+  idRanges(n: number): Promise<string[]> {
+    return this.idBounds(this.manifest.segments, n)
   }
 
   /**
@@ -464,14 +504,15 @@ export class CallStore {
    * The merged, live calls of a project that match, as SQL with its parameters. `light` merges only
    * the columns the filter, query and sort read (the large JSON ones are left out unless named).
    */
-  private matching(project: string, opts: QueryOptions, params: Params, light = false, orderSql = ''): string {
+  private matching(project: string, opts: QueryOptions, params: Params, light = false, orderSql = '', extra: Extra = {}): string {
     const p = params.add(project)
-    const { where: filters, narrow } = this.filterSql(opts.filter, params)
-    const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...filters]
+    const { where: filters, narrow: narrowed } = this.filterSql(opts.filter, params)
+    const narrow = [...narrowed, ...(extra.narrow ?? [])]
+    const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...filters, ...(extra.where ?? [])]
     if (opts.query) where.push(`coalesce(${compileQuery(opts.query, params)}, false)`)
     const inner = [`project_id = ${p}`]
     for (const n of narrow) inner.push(n.startsWith('list_contains') && n.endsWith(', id)') ? n : `id IN (SELECT id FROM all_parts WHERE project_id = ${p} AND ${n})`)
-    const text = where.join(' ') + ' ' + orderSql
+    const text = where.join(' ') + ' ' + orderSql + ' ' + (extra.columns ?? []).map((c) => `m.${c}`).join(' ')
     const columns = light ? FOLDED.filter((c) => !HEAVY.has(c) || new RegExp(`\\bm\\.${c}\\b`).test(text)) : FOLDED
     const refs = !light || /\bm\.(input|output)_refs\b/.test(text)
     return `(${merged(columns, refs)} WHERE ${inner.join(' AND ')} GROUP BY project_id, id) m WHERE ${where.join(' AND ')}`
@@ -577,10 +618,39 @@ export class CallStore {
     }
   }
 
+  /**
+   * The merged, live calls of a project matching a filter and query, with only the light columns
+   * plus `extra.columns`, as a relation (`... m WHERE ...`) for other modules' SQL (statistics).
+   */
+  relation(project: string, opts: QueryOptions, params: Params, extra: Extra = {}): string {
+    return this.matching(project, opts, params, true, '', extra)
+  }
+
+  /** Runs a read (with the store's query timeout) and returns its rows. */
+  rows(sql: string, params: Params): Promise<Record<string, unknown>[]> {
+    return this.readAll(sql, params)
+  }
+
   async count(project: string, opts: QueryOptions): Promise<number> {
     const params = new Params()
     const limit = opts.limit ? ` LIMIT ${params.add(opts.limit)}` : ''
     const sql = `SELECT count(*)::BIGINT AS n FROM (SELECT 1 FROM ${this.matching(project, opts, params, true)}${limit})`
+    return Number((await this.readAll(sql, params))[0]!.n)
+  }
+
+  /**
+   * `total_storage_size_bytes` (reference §3.6): over the matching root calls, the JSON bytes
+   * (attributes, inputs, output, summary) of every live call of their traces.
+   */
+  async traceStorageBytes(project: string, opts: QueryOptions): Promise<number> {
+    const params = new Params()
+    const limit = opts.limit ? ` LIMIT ${params.add(opts.limit)}` : ''
+    const roots = `SELECT m.trace_id FROM ${this.matching(project, opts, params, true, '', { where: ['m.parent_id IS NULL'] })}${limit}`
+    const p = params.add(project)
+    const sql = `SELECT coalesce(sum(coalesce(octet_length(encode(m.attributes)), 0) + coalesce(octet_length(encode(m.inputs)), 0)
+        + coalesce(octet_length(encode(m.output)), 0) + coalesce(octet_length(encode(m.summary)), 0)), 0)::BIGINT AS n
+      FROM (${MERGED} WHERE project_id = ${p} AND id IN (SELECT id FROM all_parts WHERE project_id = ${p} AND trace_id IN (${roots})) GROUP BY project_id, id) m
+      WHERE m.deleted_at IS NULL AND m.started_at IS NOT NULL`
     return Number((await this.readAll(sql, params))[0]!.n)
   }
 

@@ -56,4 +56,27 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 3,
+    name: 'llm_token_prices',
+    statements: [
+      // Project prices (reference §5.8); the default book lives in assets/prices.json.
+      `CREATE TABLE llm_token_prices (
+        id VARCHAR PRIMARY KEY,
+        pricing_level VARCHAR NOT NULL,
+        pricing_level_id VARCHAR NOT NULL,
+        provider_id VARCHAR NOT NULL,
+        llm_id VARCHAR NOT NULL,
+        effective_date TIMESTAMP NOT NULL,
+        prompt_token_cost DOUBLE NOT NULL,
+        completion_token_cost DOUBLE NOT NULL,
+        cache_read_input_token_cost DOUBLE NOT NULL,
+        cache_creation_input_token_cost DOUBLE NOT NULL,
+        prompt_token_cost_unit VARCHAR NOT NULL,
+        completion_token_cost_unit VARCHAR NOT NULL,
+        created_by VARCHAR,
+        created_at TIMESTAMP NOT NULL
+      )`,
+    ],
+  },
 ]

@@ -25,7 +25,7 @@ const metricSpec = <M extends typeof USAGE_METRICS | typeof CALL_METRICS>(metric
       Type.Array(AggregationSchema, { default: ['sum'], description: 'Aggregations to apply; `[sum]` when this and percentiles are both empty' }),
     ),
     percentiles: Type.Optional(
-      Type.Array(Type.Number({ minimum: 0, maximum: 100 }), { default: [], description: 'Percentiles (0-100) to compute, e.g. [50, 95, 99]' }),
+      Type.Array(Type.Number(), { default: [], maxItems: 32, description: 'Percentiles (0-100) to compute, e.g. [50, 95, 99]; others answer 400' }),
     ),
   })
 
@@ -116,8 +116,8 @@ export const CallsQueryStatsReqSchema = Type.Object(
     project_id: ProjectIdSchema,
     filter: Type.Optional(Nullable(CallFilterSchema)),
     query: Type.Optional(Nullable(QuerySchema)),
-    // Upstream rejects limit < 1 (a limit of 0 cannot count anything).
-    limit: Type.Optional(Nullable(Type.Integer({ minimum: 1 }), { description: 'Stop counting at this many calls' })),
+    // Upstream rejects limit < 1 with a 400 (ValueError), checked by the handler.
+    limit: Type.Optional(Nullable(Type.Integer(), { description: 'Stop counting at this many calls (at least 1)' })),
     include_total_storage_size: Type.Optional(
       Nullable(Type.Boolean(), { default: false, description: 'Also sum the storage size of the matching traces' }),
     ),
@@ -142,13 +142,13 @@ export type CallsQueryStatsRes = Static<typeof CallsQueryStatsResSchema>
 export const CallsUsageReqSchema = Type.Object(
   {
     project_id: ProjectIdSchema,
-    call_ids: Type.Array(Type.String(), { description: 'Root call ids; each result key corresponds to one of them' }),
+    call_ids: Type.Array(Type.String({ maxLength: 128 }), { maxItems: 1000, description: 'Root call ids; each result key corresponds to one of them' }),
     include_costs: Type.Optional(Type.Boolean({ default: false, description: 'Add cost calculations' })),
+    // limit < 1 answers 400 (upstream's InvalidRequest), checked by the handler.
     limit: Type.Optional(
       Type.Integer({
-        minimum: 1,
         default: 10000,
-        description: 'Maximum number of calls processed across all traces (a memory safety limit)',
+        description: 'Maximum number of calls processed across all traces (a memory safety limit); a single larger trace answers 413',
       }),
     ),
   },
@@ -179,3 +179,16 @@ export const CallsUsageResSchema = Type.Object({
   unfinished_call_ids: Type.Optional(Type.Array(Type.String(), { description: 'Calls of the fetched traces that have not ended' })),
 })
 export type CallsUsageRes = Static<typeof CallsUsageResSchema>
+
+/** POST /trace/usage */
+export const TraceUsageReqSchema = Type.Object(
+  {
+    project_id: ProjectIdSchema,
+    filter: Type.Optional(Nullable(CallFilterSchema)),
+    query: Type.Optional(Nullable(QuerySchema)),
+    include_costs: Type.Optional(Type.Boolean({ default: false, description: 'Add cost calculations' })),
+    limit: Type.Optional(Type.Integer({ default: 10000, description: 'Most calls fetched (at least 1)' })),
+  },
+  { additionalProperties: false, description: 'Usage of every matching call, each including its fetched descendants' },
+)
+export type TraceUsageReq = Static<typeof TraceUsageReqSchema>

@@ -1,0 +1,397 @@
+import { listValue } from '@duckdb/node-api'
+import { ApiError } from '../http/errors.js'
+import { Params } from '../query/expr.js'
+import type { CallFilter, CallStore } from '../calls/store.js'
+import { priceSpans, type PriceSpan, type Prices } from '../catalog/prices.js'
+import { MAX_RANGE_MS, bucketStarts, checkTimezone, chooseGranularity, onHours } from './buckets.js'
+import { columnsOf, emptyValue, type CallMetric, type Column, type MetricSpec, type UsageMetric } from './metrics.js'
+import { TOKEN_METRICS, TOKEN_NAMES, contributions, mergedOf, type Rollups } from './rollups.js'
+import { binSql, percentile, percentileOfFlags } from './sketch.js'
+
+const HOUR = 3_600_000
+const USAGE_METRICS: UsageMetric[] = [...TOKEN_NAMES, 'input_cost', 'output_cost', 'total_cost']
+/** Timestamps SQL can hold: price spans open to ±infinity are clipped to these. */
+const MIN_MS = Date.UTC(1900, 0, 1)
+const MAX_MS = Date.UTC(2300, 0, 1)
+
+export interface StatsRequest {
+  project_id: string
+  start: string
+  end?: string | null
+  granularity?: number | null
+  usage_metrics?: MetricSpec<UsageMetric>[] | null
+  call_metrics?: MetricSpec<CallMetric>[] | null
+  filter?: CallFilter | null
+  timezone?: string | null
+}
+
+interface Agg {
+  sum: number
+  n: number
+  min: number | null
+  max: number | null
+}
+interface CallAcc {
+  n: number
+  err: number
+  lat: Agg
+  bins: Map<number, number>
+}
+interface UsageAcc {
+  n: number
+  m: Record<string, Agg>
+  /** Percentiles computed exactly by a scan, by column name. */
+  pct: Map<string, number | null>
+}
+
+const newAgg = (): Agg => ({ sum: 0, n: 0, min: null, max: null })
+function addAgg(a: Agg, sum: unknown, n: unknown, min: unknown, max: unknown): void {
+  a.sum += Number(sum ?? 0)
+  a.n += Number(n ?? 0)
+  if (min !== null && min !== undefined) a.min = a.min === null ? Number(min) : Math.min(a.min, Number(min))
+  if (max !== null && max !== undefined) a.max = a.max === null ? Number(max) : Math.max(a.max, Number(max))
+}
+
+/** How a request is answered: by the rollups (plus scans of partial hours), or by one scan. */
+export type StatsPath = 'rollup' | 'scan'
+
+class Accumulator {
+  readonly calls = new Map<number, CallAcc>()
+  readonly usage = new Map<number, Map<string, UsageAcc>>()
+  /** A subtracted row touched a minimum or maximum these buckets report (see Rollups). */
+  dirty = false
+  path: StatsPath = 'scan'
+
+  call(bucket: number): CallAcc {
+    let a = this.calls.get(bucket)
+    if (!a) this.calls.set(bucket, (a = { n: 0, err: 0, lat: newAgg(), bins: new Map() }))
+    return a
+  }
+
+  use(bucket: number, model: string): UsageAcc {
+    let b = this.usage.get(bucket)
+    if (!b) this.usage.set(bucket, (b = new Map()))
+    let a = b.get(model)
+    if (!a) b.set(model, (a = { n: 0, m: Object.fromEntries(USAGE_METRICS.map((m) => [m, newAgg()])), pct: new Map() }))
+    return a
+  }
+}
+
+/** A filter the rollups can answer, as conditions on their dimension columns; null when they cannot. */
+function dimFilter(f: CallFilter | null | undefined, params: Params): string[] | null {
+  const out: string[] = []
+  if (!f) return out
+  const answerable = new Set(['op_names', 'trace_roots_only', 'svc_user_ids', 'wb_user_ids', 'svc_run_ids', 'wb_run_ids'])
+  for (const [k, v] of Object.entries(f)) if (v !== null && v !== undefined && !answerable.has(k)) return null
+  if (f.op_names) {
+    const exact = f.op_names.filter((n) => !n.endsWith(':*'))
+    const ors = exact.length ? [`list_contains(${params.add(listValue(exact))}, op_name)`] : []
+    for (const p of f.op_names.filter((n) => n.endsWith(':*'))) ors.push(`starts_with(op_name, ${params.add(p.slice(0, -1))})`)
+    out.push(ors.length ? `(${ors.join(' OR ')})` : 'false')
+  }
+  if (f.trace_roots_only) out.push('is_root')
+  for (const [col, a, b] of [['user_id', f.svc_user_ids, f.wb_user_ids], ['run_id', f.svc_run_ids, f.wb_run_ids]] as const) {
+    if (!a && !b) continue
+    const l = [...new Set([...(a ?? []), ...(b ?? [])])]
+    out.push(l.length ? `list_contains(${params.add(listValue(l))}, ${col})` : 'false')
+  }
+  return out
+}
+
+const ts = (ms: number) => `make_timestamp(${Math.round(ms) * 1000})`
+const iso = (ms: number) => new Date(ms).toISOString()
+
+/**
+ * `/calls/stats`, `/calls/query_stats` counts: answered from the rollups where they can (see
+ * Rollups), combined with the fresh parts and with scans of partial hours; by a scan of the merged
+ * calls otherwise (filters on trace, call, parent, thread or turn ids or refs; boundaries off whole
+ * UTC hours; usage percentiles; total_cost min/max).
+ */
+export class CallStats {
+  constructor(
+    private readonly store: CallStore,
+    private readonly rollups: Rollups | null,
+    private readonly prices: Prices,
+  ) {}
+
+  async stats(req: StatsRequest, now = Date.now()): Promise<Record<string, unknown>> {
+    return (await this.run(req, now)).result
+  }
+
+  /** The response, and how it was computed (sent as the `x-weft-stats-path` header). */
+  async run(req: StatsRequest, now = Date.now()): Promise<{ result: Record<string, unknown>; path: StatsPath }> {
+    const start = Date.parse(req.start)
+    const end = req.end ? Date.parse(req.end) : now
+    if (!Number.isFinite(start)) throw new ApiError(400, 'start is not a timestamp')
+    if (!Number.isFinite(end)) throw new ApiError(400, 'end is not a timestamp')
+    if (end <= start) throw new ApiError(400, 'start must be before end')
+    if (end - start > MAX_RANGE_MS) throw new ApiError(422, 'The range from start to end may not exceed 31 days')
+    const tz = req.timezone ?? 'UTC'
+    checkTimezone(tz)
+    const granularity = chooseGranularity(start, end, req.granularity)
+    const starts = bucketStarts(start, end, granularity, tz)
+    const callCols = columnsOf(req.call_metrics)
+    const usageCols = columnsOf(req.usage_metrics)
+    const spans = usageCols.some((c) => c.metric.endsWith('_cost')) ? priceSpans(await this.prices.forProject(req.project_id), req.project_id) : []
+
+    let acc = await this.gather(req, start, end, starts, callCols, usageCols, spans)
+    if (acc.dirty && [...callCols, ...usageCols].some((c) => c.agg === 'min' || c.agg === 'max')) {
+      acc = await this.gather(req, start, end, starts, callCols, usageCols, spans, true)
+    }
+    const result = {
+      start: iso(start),
+      end: iso(end),
+      granularity,
+      timezone: tz,
+      usage_buckets: usageCols.length ? this.usageBuckets(acc, starts, usageCols) : [],
+      call_buckets: callCols.length ? this.callBuckets(acc, starts, callCols) : [],
+    }
+    return { result, path: acc.path }
+  }
+
+  private async gather(req: StatsRequest, start: number, end: number, starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[], forceScan = false): Promise<Accumulator> {
+    const acc = new Accumulator()
+    const probe = new Params()
+    const rollupOk =
+      !forceScan &&
+      this.rollups?.ready === true &&
+      dimFilter(req.filter, probe) !== null &&
+      onHours(starts) &&
+      !usageCols.some((c) => c.p !== undefined || (c.metric === 'total_cost' && (c.agg === 'min' || c.agg === 'max')))
+    if (!rollupOk) {
+      await this.scan(acc, req, [[start, end]], starts, callCols, usageCols, spans)
+      return acc
+    }
+    acc.path = 'rollup'
+    // Whole hours come from the rollups; the partial hours at either end, and hours in which a
+    // price changes (cost is per call there), are scanned.
+    const hs = Math.ceil(start / HOUR) * HOUR
+    const he = Math.floor(end / HOUR) * HOUR
+    const windows: [number, number][] = []
+    const excluded = new Set<number>()
+    if (hs >= he) windows.push([start, end])
+    else {
+      if (start < hs) windows.push([start, hs])
+      if (he < end) windows.push([he, end])
+      for (const s of spans) {
+        for (const edge of [s.from_ms, s.to_ms]) {
+          if (edge % HOUR === 0 || edge <= hs || edge >= he) continue
+          const h = Math.floor(edge / HOUR) * HOUR
+          if (!excluded.has(h)) windows.push([h, h + HOUR])
+          excluded.add(h)
+        }
+      }
+      await this.fromRollups(acc, req, hs, he, [...excluded], starts, callCols, usageCols, spans)
+    }
+    if (windows.length) await this.scan(acc, req, windows, starts, callCols, usageCols, spans)
+    return acc
+  }
+
+  /** Shared SQL: the bucket boundaries, and the price spans (`sp`) when costs are asked for. */
+  private ctes(params: Params, starts: number[], spans: PriceSpan[]): string {
+    const b = `b AS (SELECT make_timestamp(unnest(${params.add(listValue(starts.map((t) => BigInt(t) * 1000n)))})::BIGINT) AS ts)`
+    if (!spans.length) return `WITH ${b}, sp AS (SELECT NULL::VARCHAR AS llm, NULL::TIMESTAMP AS f, NULL::TIMESTAMP AS t, NULL::DOUBLE AS pc, NULL::DOUBLE AS cc WHERE false)`
+    const col = <T>(f: (s: PriceSpan) => T) => params.add(listValue(spans.map(f) as never[]))
+    return `WITH ${b}, sp AS (SELECT unnest(${col((s) => s.llm_id)}) AS llm,
+      make_timestamp(unnest(${col((s) => BigInt(Math.max(MIN_MS, s.from_ms)) * 1000n)})::BIGINT) AS f,
+      make_timestamp(unnest(${col((s) => BigInt(Math.min(MAX_MS, s.to_ms)) * 1000n)})::BIGINT) AS t,
+      unnest(${col((s) => s.row.prompt_token_cost)})::DOUBLE AS pc, unnest(${col((s) => s.row.completion_token_cost)})::DOUBLE AS cc)`
+  }
+
+  /** Scans the merged calls started in the windows. */
+  private async scan(acc: Accumulator, req: StatsRequest, windows: [number, number][], starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
+    const inWindows = (col: string) => `(${windows.map(([lo, hi]) => `(${col} >= ${ts(lo)} AND ${col} < ${ts(hi)})`).join(' OR ')})`
+    const extra = { where: [inWindows('m.started_at')], narrow: [inWindows('started_at')] }
+    if (callCols.length) {
+      const params = new Params()
+      const ctes = this.ctes(params, starts, [])
+      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, extra)
+      const rows = await this.store.rows(
+        `${ctes}, c AS (SELECT m.started_at AS t, epoch_ms(m.ended_at) - epoch_ms(m.started_at) AS lat, (m.exception IS NOT NULL)::INTEGER AS err FROM ${rel}),
+        x AS (SELECT epoch_ms(b.ts) AS bucket, ${binSql('lat')} AS k, * FROM c ASOF JOIN b ON c.t >= b.ts)
+        SELECT bucket, k, grouping(k) AS g, count(*) AS n, count(lat) AS lat_n, coalesce(sum(lat), 0)::BIGINT AS lat_sum, min(lat) AS lat_min, max(lat) AS lat_max, sum(err)::BIGINT AS err
+        FROM x GROUP BY GROUPING SETS ((bucket), (bucket, k))`,
+        params,
+      )
+      for (const r of rows) {
+        const a = acc.call(Number(r.bucket))
+        if (Number(r.g) === 1) {
+          a.n += Number(r.n)
+          a.err += Number(r.err)
+          addAgg(a.lat, r.lat_sum, r.lat_n, r.lat_min, r.lat_max)
+        } else if (r.k !== null && Number(r.lat_n) > 0) a.bins.set(Number(r.k), (a.bins.get(Number(r.k)) ?? 0) + Number(r.lat_n))
+      }
+    }
+    if (usageCols.length) {
+      const params = new Params()
+      const ctes = this.ctes(params, starts, spans)
+      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, { ...extra, columns: ['usage'] })
+      const metricSql = [...TOKEN_NAMES, 'input_cost', 'output_cost', 'total_cost']
+      const pcts = usageCols.filter((c) => c.p !== undefined)
+      const rows = await this.store.rows(
+        `${ctes}, u AS (SELECT m.started_at AS t, unnest(m.usage) AS u FROM ${rel}),
+        v AS (SELECT t, u.model AS model, ${TOKEN_NAMES.map((m) => `(${TOKEN_METRICS[m]})::BIGINT AS ${m}`).join(', ')} FROM u WHERE u.model IS NOT NULL),
+        w AS (SELECT v.*, input_tokens * sp.pc AS input_cost, output_tokens * sp.cc AS output_cost, input_tokens * sp.pc + output_tokens * sp.cc AS total_cost
+          FROM v LEFT JOIN sp ON sp.llm = v.model AND v.t >= sp.f AND v.t < sp.t)
+        SELECT epoch_ms(b.ts) AS bucket, model, count(*) AS n,
+          ${metricSql.map((m) => `coalesce(sum(${m}), 0)::DOUBLE AS ${m}_sum, count(${m}) AS ${m}_n, min(${m})::DOUBLE AS ${m}_min, max(${m})::DOUBLE AS ${m}_max`).join(',\n          ')}
+          ${pcts.map((c, i) => `, quantile_cont(${c.metric}, ${c.p! / 100}) AS p${i}`).join('')}
+        FROM w ASOF JOIN b ON w.t >= b.ts GROUP BY 1, 2`,
+        params,
+      )
+      for (const r of rows) {
+        const a = acc.use(Number(r.bucket), String(r.model))
+        a.n += Number(r.n)
+        for (const m of metricSql) addAgg(a.m[m]!, r[`${m}_sum`], r[`${m}_n`], r[`${m}_min`], r[`${m}_max`])
+        pcts.forEach((c, i) => a.pct.set(c.name, r[`p${i}`] === null ? null : Number(r[`p${i}`])))
+      }
+    }
+  }
+
+  /**
+   * The rollup rows (and the fresh parts' correction) of the project's whole hours [hs, he) but the
+   * excluded ones, added into the request's buckets.
+   */
+  private async fromRollups(acc: Accumulator, req: StatsRequest, hs: number, he: number, excluded: number[], starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
+    const rows = (table: 'calls' | 'latency' | 'usage', params: Params) => {
+      const p = params.add(req.project_id)
+      const conds = [`hour >= ${ts(hs)}`, `hour < ${ts(he)}`, ...dimFilter(req.filter, params)!]
+      if (excluded.length) conds.push(`NOT list_contains(${params.add(listValue(excluded.map((h) => BigInt(h) * 1000n)))}::BIGINT[], epoch_us(hour))`)
+      const fresh = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${p} AND seq > (SELECT x FROM rollup_meta)`
+      const plus = contributions(mergedOf(fresh, null), 1)[table]
+      const minus = contributions(mergedOf(fresh, '(SELECT x FROM rollup_meta)'), -1)[table]
+      return `(SELECT * FROM (SELECT * FROM rollup_${table} WHERE project_id = ${p} UNION ALL ${plus} UNION ALL ${minus}) WHERE ${conds.join(' AND ')})`
+    }
+    if (callCols.length) {
+      const params = new Params()
+      const ctes = this.ctes(params, starts, [])
+      const got = await this.store.rows(
+        `${ctes} SELECT epoch_ms(b.ts) AS bucket, sum(n)::BIGINT AS n, sum(err)::BIGINT AS err, sum(lat_sum)::BIGINT AS lat_sum, sum(lat_n)::BIGINT AS lat_n,
+          min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty
+        FROM ${rows('calls', params)} r ASOF JOIN b ON r.hour >= b.ts GROUP BY 1`,
+        params,
+      )
+      for (const r of got) {
+        const a = acc.call(Number(r.bucket))
+        a.n += Number(r.n)
+        a.err += Number(r.err)
+        addAgg(a.lat, r.lat_sum, r.lat_n, r.lat_min, r.lat_max)
+        if (r.dirty) acc.dirty = true
+      }
+      if (callCols.some((c) => c.metric === 'latency_ms' && c.p !== undefined)) {
+        const bp = new Params()
+        const bctes = this.ctes(bp, starts, [])
+        const bins = await this.store.rows(`${bctes} SELECT epoch_ms(b.ts) AS bucket, k, sum(n)::BIGINT AS n FROM ${rows('latency', bp)} r ASOF JOIN b ON r.hour >= b.ts GROUP BY 1, 2`, bp)
+        for (const r of bins) {
+          const a = acc.call(Number(r.bucket))
+          a.bins.set(Number(r.k), (a.bins.get(Number(r.k)) ?? 0) + Number(r.n))
+        }
+      }
+    }
+    if (usageCols.length) {
+      const params = new Params()
+      const ctes = this.ctes(params, starts, spans)
+      const tok = TOKEN_NAMES.map((m) => `sum(${m}_sum)::DOUBLE AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min)::DOUBLE AS ${m}_min, max(${m}_max)::DOUBLE AS ${m}_max`).join(', ')
+      const cost = (name: string, tokens: string, price: string) =>
+        `sum(${tokens}_sum * ${price}) AS ${name}_sum, sum(CASE WHEN ${price} IS NOT NULL THEN ${tokens}_n END)::BIGINT AS ${name}_n, min(${tokens}_min * ${price}) AS ${name}_min, max(${tokens}_max * ${price}) AS ${name}_max`
+      const got = await this.store.rows(
+        `${ctes}, y AS (SELECT r.*, sp.pc, sp.cc FROM ${rows('usage', params)} r LEFT JOIN sp ON sp.llm = r.model AND r.hour >= sp.f AND r.hour < sp.t)
+        SELECT epoch_ms(b.ts) AS bucket, model, sum(n)::BIGINT AS n, ${tok},
+          ${cost('input_cost', 'input_tokens', 'pc')}, ${cost('output_cost', 'output_tokens', 'cc')},
+          sum(input_tokens_sum * pc + output_tokens_sum * cc) AS total_cost_sum, sum(CASE WHEN pc IS NOT NULL AND cc IS NOT NULL THEN n END)::BIGINT AS total_cost_n,
+          bool_or(dirty) AS dirty
+        FROM y ASOF JOIN b ON y.hour >= b.ts GROUP BY 1, 2`,
+        params,
+      )
+      for (const r of got) {
+        const a = acc.use(Number(r.bucket), String(r.model))
+        a.n += Number(r.n)
+        for (const m of USAGE_METRICS) addAgg(a.m[m]!, r[`${m}_sum`], r[`${m}_n`], r[`${m}_min`], r[`${m}_max`])
+        if (r.dirty) acc.dirty = true
+      }
+    }
+  }
+
+  private callBuckets(acc: Accumulator, starts: number[], cols: Column<CallMetric>[]): Record<string, unknown>[] {
+    return starts.map((t) => {
+      const a = acc.calls.get(t)
+      const row: Record<string, unknown> = { timestamp: iso(t) }
+      for (const c of cols) row[c.name] = a && a.n > 0 ? callValue(a, c) : emptyValue(c)
+      row.count = a?.n ?? 0
+      return row
+    })
+  }
+
+  private usageBuckets(acc: Accumulator, starts: number[], cols: Column<UsageMetric>[]): Record<string, unknown>[] {
+    const seen = new Set<string>()
+    for (const b of acc.usage.values()) for (const [model, a] of b) if (a.n > 0) seen.add(model)
+    const models = [...seen].sort()
+    const out: Record<string, unknown>[] = []
+    for (const t of starts) {
+      for (const model of models) {
+        const a = acc.usage.get(t)?.get(model)
+        const row: Record<string, unknown> = { timestamp: iso(t), model }
+        for (const c of cols) row[c.name] = a && a.n > 0 ? usageValue(a, c) : emptyValue(c)
+        row.count = a && a.n > 0 ? a.n : 0
+        out.push(row)
+      }
+    }
+    return out
+  }
+
+  /**
+   * The number of live calls matching an answerable filter, from the rollups; null when the
+   * rollups cannot say (not built yet, or a filter they do not hold).
+   */
+  async count(project: string, filter: CallFilter | null | undefined): Promise<number | null> {
+    if (!this.rollups?.ready) return null
+    const params = new Params()
+    const conds = dimFilter(filter, params)
+    if (conds === null) return null
+    const p = params.add(project)
+    const fresh = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${p} AND seq > (SELECT x FROM rollup_meta)`
+    const plus = contributions(mergedOf(fresh, null), 1).calls
+    const minus = contributions(mergedOf(fresh, '(SELECT x FROM rollup_meta)'), -1).calls
+    const rows = await this.store.rows(
+      `SELECT coalesce(sum(n), 0)::BIGINT AS n FROM (SELECT * FROM rollup_calls WHERE project_id = ${p} UNION ALL ${plus} UNION ALL ${minus})${conds.length ? ` WHERE ${conds.join(' AND ')}` : ''}`,
+      params,
+    )
+    return Number(rows[0]!.n)
+  }
+}
+
+function aggValue(a: Agg, c: Column<string>): number | null {
+  switch (c.agg) {
+    case 'sum':
+      return a.sum
+    case 'count':
+      return a.n
+    case 'avg':
+      return a.n ? a.sum / a.n : 0
+    case 'min':
+      return a.n ? a.min : null
+    case 'max':
+      return a.n ? a.max : null
+    default:
+      return null
+  }
+}
+
+function callValue(a: CallAcc, c: Column<CallMetric>): number | null {
+  if (c.metric === 'latency_ms') {
+    if (c.p !== undefined) {
+      const v = percentile([...a.bins.entries()].sort((x, y) => x[0] - y[0]), c.p)
+      // The exact extremes are known: an estimate never goes past them (one call's p50 is its latency).
+      return v === null || a.lat.min === null || a.lat.max === null ? v : Math.min(a.lat.max, Math.max(a.lat.min, v))
+    }
+    return aggValue(a.lat, c)
+  }
+  const ones = c.metric === 'call_count' ? a.n : a.err
+  if (c.p !== undefined) return percentileOfFlags(a.n, ones, c.p)
+  return aggValue({ sum: ones, n: a.n, min: ones === a.n ? 1 : 0, max: ones > 0 ? 1 : 0 }, c)
+}
+
+function usageValue(a: UsageAcc, c: Column<UsageMetric>): number | null {
+  if (c.p !== undefined) return a.pct.get(c.name) ?? null
+  return aggValue(a.m[c.metric]!, c)
+}

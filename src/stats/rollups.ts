@@ -1,0 +1,177 @@
+import type { DuckDBConnection } from '@duckdb/node-api'
+import { merged, type CallStore } from '../calls/store.js'
+import { binSql } from './sketch.js'
+
+/**
+ * Statistics pre-aggregated per (project, hour, op, trace root or not, user, run) — and model for
+ * usage — over every part up to a seq `x` (all in Parquet). Three tables:
+ *   rollup_calls   call count, latency count/sum/min/max, error count
+ *   rollup_latency latency histogram (sketch bins, see sketch.ts) for percentiles
+ *   rollup_usage   per model: pair count, and sum/count/min/max of each token metric
+ * Parts past `x` (the tail, segments not yet added) are combined at query time as a correction:
+ * the merged calls they touch are added as they are now and subtracted as they were at `x`
+ * (freshDelta). Sums, counts and bins subtract exactly; a minimum or maximum cannot, so a
+ * subtracted row marks its group `dirty` and min/max over dirty groups fall back to a scan until
+ * the next rebuild (every compaction) clears it.
+ */
+export const DIMS = ['project_id', 'hour', 'op_name', 'is_root', 'user_id', 'run_id'] as const
+const DIM_COLS = `project_id VARCHAR, hour TIMESTAMP, op_name VARCHAR, is_root BOOLEAN, user_id VARCHAR, run_id VARCHAR`
+/** Token metrics kept per model: the SQL over one `summary.usage` row `u`. */
+export const TOKEN_METRICS = {
+  input_tokens: 'coalesce(u.prompt_tokens, 0) + coalesce(u.input_tokens, 0)',
+  output_tokens: 'coalesce(u.completion_tokens, 0) + coalesce(u.output_tokens, 0)',
+  total_tokens: 'u.total_tokens',
+  cache_read_input_tokens: 'u.cache_read_input_tokens',
+  cache_creation_input_tokens: 'u.cache_creation_input_tokens',
+} as const
+export type TokenMetric = keyof typeof TOKEN_METRICS
+export const TOKEN_NAMES = Object.keys(TOKEN_METRICS) as TokenMetric[]
+
+const FACT_COLUMNS = ['started_at', 'ended_at', 'op_name', 'parent_id', 'user_id', 'run_id', 'exception', 'usage']
+
+const DDL = [
+  `CREATE TABLE IF NOT EXISTS rollup_calls (${DIM_COLS}, n BIGINT, lat_n BIGINT, lat_sum BIGINT, lat_min BIGINT, lat_max BIGINT, err BIGINT, dirty BOOLEAN)`,
+  `CREATE TABLE IF NOT EXISTS rollup_latency (${DIM_COLS}, k INTEGER, n BIGINT)`,
+  `CREATE TABLE IF NOT EXISTS rollup_usage (${DIM_COLS}, model VARCHAR, n BIGINT, ${TOKEN_NAMES.map((m) => `${m}_sum BIGINT, ${m}_n BIGINT, ${m}_min BIGINT, ${m}_max BIGINT`).join(', ')}, dirty BOOLEAN)`,
+  `CREATE TABLE IF NOT EXISTS rollup_meta (x BIGINT)`,
+]
+
+/** Merged calls (the fact columns) of the ids in relation `ids` (project_id, id), from parts with seq ≤ bound (SQL), as SQL. */
+export function mergedOf(ids: string, bound: string | null): string {
+  return `(${merged(FACT_COLUMNS, false)} SEMI JOIN (${ids}) f USING (project_id, id)
+    ${bound === null ? '' : `WHERE seq <= ${bound}`} GROUP BY project_id, id)`
+}
+
+const live = (mc: string) =>
+  `(SELECT *, date_trunc('hour', started_at) AS hour, parent_id IS NULL AS is_root, epoch_ms(ended_at) - epoch_ms(started_at) AS lat,
+    (exception IS NOT NULL)::INTEGER AS err FROM ${mc} WHERE started_at IS NOT NULL AND deleted_at IS NULL)`
+const dims = DIMS.join(', ')
+const groupDims = DIMS.map((_, i) => i + 1).join(', ')
+
+/** Contributions of the merged calls `mc` to each table, with sign +1 or -1. */
+export function contributions(mc: string, sign: 1 | -1): { calls: string; latency: string; usage: string } {
+  const s = sign === 1 ? '' : '-'
+  const extreme = (f: 'min' | 'max', x: string) => (sign === 1 ? `${f}(${x})` : 'NULL::BIGINT')
+  return {
+    calls: `SELECT ${dims}, ${s}count(*) AS n, ${s}count(lat) AS lat_n, ${s}coalesce(sum(lat), 0)::BIGINT AS lat_sum,
+      ${extreme('min', 'lat')} AS lat_min, ${extreme('max', 'lat')} AS lat_max, ${s}sum(err)::BIGINT AS err,
+      ${sign === 1 ? 'false' : 'count(lat) > 0'} AS dirty
+      FROM ${live(mc)} GROUP BY ${groupDims}`,
+    latency: `SELECT ${dims}, ${binSql('lat')} AS k, ${s}count(*) AS n FROM ${live(mc)} WHERE lat IS NOT NULL GROUP BY ${groupDims}, 7`,
+    usage: `SELECT ${dims}, u.model AS model, ${s}count(*) AS n,
+      ${TOKEN_NAMES.map((m) => `${s}coalesce(sum(${m}), 0)::BIGINT AS ${m}_sum, ${s}count(${m}) AS ${m}_n, ${extreme('min', m)} AS ${m}_min, ${extreme('max', m)} AS ${m}_max`).join(',\n      ')},
+      ${sign === 1 ? 'false' : 'true'} AS dirty
+      FROM (SELECT ${dims}, u, ${TOKEN_NAMES.map((m) => `(${TOKEN_METRICS[m]})::BIGINT AS ${m}`).join(', ')}
+        FROM (SELECT *, unnest(usage) AS u FROM ${live(mc)}) WHERE u.model IS NOT NULL)
+      GROUP BY ${groupDims}, 7`,
+  }
+}
+
+/**
+ * Keeps the rollup tables current: rebuilt from the segments when the store opens and after each
+ * compaction; after each flush, the flushed parts' correction is added (see the file comment).
+ */
+export class Rollups {
+  /** False until the first build finishes: statistics scan until then. */
+  ready = false
+  private conn?: DuckDBConnection
+  private addedRows = 0
+  private baseRows = 0
+
+  constructor(private readonly store: CallStore) {}
+
+  async start(): Promise<void> {
+    this.conn = await this.store.duck.connect()
+    for (const d of DDL) await this.conn.run(d)
+    this.store.onSegments((event) => (event === 'compact' ? this.rebuild() : this.advance()))
+    // The first build runs in turn with flushes; the server answers (by scanning) meanwhile.
+    void this.store.exclusive(() => this.rebuild()).catch(() => {})
+  }
+
+  /** Rebuilds every table from the segments, one id range at a time (bounded memory). */
+  async rebuild(): Promise<void> {
+    const c = this.conn!
+    const x = this.store.flushedSeq
+    const ranges = await this.store.idRanges(Math.ceil(this.store.segments.reduce((a, s) => a + s.rows, 0) / 2_000_000))
+    await c.run('BEGIN TRANSACTION')
+    try {
+      for (const t of ['rollup_calls', 'rollup_latency', 'rollup_usage', 'rollup_meta']) await c.run(`DELETE FROM ${t}`)
+      for (let i = 0; i <= ranges.length; i++) {
+        // Range bounds are call ids: bound as parameters, never spliced into the SQL.
+        const lo = i > 0 ? ranges[i - 1]! : null
+        const hi = i < ranges.length ? ranges[i]! : null
+        const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq <= ${x} AND ($1::VARCHAR IS NULL OR id >= $1) AND ($2::VARCHAR IS NULL OR id < $2)`
+        const sql = contributions(mergedOf(ids, String(x)), 1)
+        for (const t of ['calls', 'latency', 'usage'] as const) await c.run(`INSERT INTO rollup_${t} ${sql[t]}`, [lo, hi])
+      }
+      await c.run(`INSERT INTO rollup_meta VALUES (${x})`)
+      await c.run('COMMIT')
+    } catch (e) {
+      await c.run('ROLLBACK').catch(() => {})
+      throw e
+    }
+    this.baseRows = await this.size()
+    this.addedRows = 0
+    this.ready = true
+  }
+
+  /** After a flush: adds the correction for the parts now in Parquet, then moves `x` past them. */
+  private async advance(): Promise<void> {
+    if (!this.ready) return
+    const c = this.conn!
+    const to = this.store.flushedSeq
+    await c.run('BEGIN TRANSACTION')
+    try {
+      const from = Number((await c.runAndReadAll('SELECT x FROM rollup_meta')).getRowsJS()[0]![0])
+      if (to > from) {
+        const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq > ${from} AND seq <= ${to}`
+        const plus = contributions(mergedOf(ids, String(to)), 1)
+        const minus = contributions(mergedOf(ids, String(from)), -1)
+        for (const t of ['calls', 'latency', 'usage'] as const) {
+          await c.run(`INSERT INTO rollup_${t} ${plus[t]} UNION ALL ${minus[t]}`)
+        }
+        await c.run(`UPDATE rollup_meta SET x = ${to}`)
+      }
+      await c.run('COMMIT')
+    } catch (e) {
+      await c.run('ROLLBACK').catch(() => {})
+      throw e
+    }
+    this.addedRows = (await this.size()) - this.baseRows
+    if (this.addedRows > Math.max(10_000, this.baseRows / 4)) await this.consolidate()
+  }
+
+  /** Folds correction rows into one row per group (and drops groups that cancelled out). */
+  private async consolidate(): Promise<void> {
+    const c = this.conn!
+    const sums = (cols: string[]) => cols.map((x) => `sum(${x})::BIGINT AS ${x}`).join(', ')
+    await c.run('BEGIN TRANSACTION')
+    try {
+      await c.run(`CREATE TEMP TABLE rc AS SELECT ${dims}, ${sums(['n', 'lat_n', 'lat_sum'])}, min(lat_min) AS lat_min, max(lat_max) AS lat_max, sum(err)::BIGINT AS err, bool_or(dirty) AS dirty FROM rollup_calls GROUP BY ${groupDims}`)
+      await c.run(`CREATE TEMP TABLE rl AS SELECT ${dims}, k, sum(n)::BIGINT AS n FROM rollup_latency GROUP BY ${groupDims}, 7 HAVING sum(n) <> 0`)
+      await c.run(`CREATE TEMP TABLE ru AS SELECT ${dims}, model, sum(n)::BIGINT AS n, ${TOKEN_NAMES.map((m) => `${sums([`${m}_sum`, `${m}_n`])}, min(${m}_min) AS ${m}_min, max(${m}_max) AS ${m}_max`).join(', ')}, bool_or(dirty) AS dirty FROM rollup_usage GROUP BY ${groupDims}, 7`)
+      for (const [t, tmp] of [['rollup_calls', 'rc'], ['rollup_latency', 'rl'], ['rollup_usage', 'ru']]) {
+        await c.run(`DELETE FROM ${t}`)
+        await c.run(`INSERT INTO ${t} SELECT * FROM ${tmp}`)
+        await c.run(`DROP TABLE ${tmp}`)
+      }
+      await c.run('COMMIT')
+    } catch (e) {
+      await c.run('ROLLBACK').catch(() => {})
+      throw e
+    }
+    this.baseRows = await this.size()
+    this.addedRows = 0
+  }
+
+  async size(): Promise<number> {
+    const r = await this.conn!.runAndReadAll(
+      `SELECT (SELECT count(*) FROM rollup_calls) + (SELECT count(*) FROM rollup_latency) + (SELECT count(*) FROM rollup_usage)`,
+    )
+    return Number(r.getRowsJS()[0]![0])
+  }
+
+  close(): void {
+    this.conn?.closeSync()
+  }
+}

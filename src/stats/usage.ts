@@ -1,0 +1,169 @@
+import { ApiError } from '../http/errors.js'
+import { Params } from '../query/expr.js'
+import type { CallFilter, CallStore } from '../calls/store.js'
+import { callCost, selectPrice, type PriceRow, type Prices } from '../catalog/prices.js'
+
+export interface Usage {
+  requests: number
+  prompt_tokens: number
+  completion_tokens: number
+  total_tokens: number
+  cache_read_input_tokens: number
+  cache_creation_input_tokens: number
+  prompt_tokens_total_cost: number | null
+  completion_tokens_total_cost: number | null
+  cache_read_input_tokens_total_cost: number | null
+  cache_creation_input_tokens_total_cost: number | null
+}
+type UsageMap = Record<string, Usage>
+
+interface Fetched {
+  id: string
+  parent_id: string | null
+  trace_id: string
+  started_ms: number
+  ended: boolean
+  usage: Record<string, number | string | null>[] | null
+}
+
+const COSTS = ['prompt_tokens_total_cost', 'completion_tokens_total_cost', 'cache_read_input_tokens_total_cost', 'cache_creation_input_tokens_total_cost'] as const
+const COUNTS = ['requests', 'prompt_tokens', 'completion_tokens', 'total_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'] as const
+
+const int = (v: unknown) => (typeof v === 'number' || typeof v === 'bigint' ? Math.trunc(Number(v)) || 0 : 0)
+
+/** One call's usage per model (reference §3.10): both token spellings summed; entries with nothing in them dropped. */
+function ownUsage(c: Fetched, project: string, prices: readonly PriceRow[] | null): UsageMap {
+  const out: UsageMap = {}
+  for (const u of c.usage ?? []) {
+    const model = u.model
+    if (typeof model !== 'string') continue
+    const prompt = int(u.prompt_tokens) + int(u.input_tokens)
+    const completion = int(u.completion_tokens) + int(u.output_tokens)
+    const e: Usage = {
+      requests: int(u.requests),
+      prompt_tokens: prompt,
+      completion_tokens: completion,
+      total_tokens: int(u.total_tokens) || prompt + completion,
+      cache_read_input_tokens: int(u.cache_read_input_tokens),
+      cache_creation_input_tokens: int(u.cache_creation_input_tokens),
+      prompt_tokens_total_cost: null,
+      completion_tokens_total_cost: null,
+      cache_read_input_tokens_total_cost: null,
+      cache_creation_input_tokens_total_cost: null,
+    }
+    let keep = COUNTS.some((k) => e[k] !== 0)
+    if (prices) {
+      // Costs as include_costs reports them on the call (ended calls only, reference §6.2), 0 when unpriced.
+      const row = c.ended ? selectPrice(prices, project, model, c.started_ms) : null
+      const cost = row ? callCost(row, u as Record<string, unknown>) : null
+      for (const k of COSTS) e[k] = cost ? Number(cost[k]) : 0
+      keep ||= COSTS.some((k) => e[k] !== 0)
+    }
+    if (keep) out[model] = e
+  }
+  return out
+}
+
+function add(into: UsageMap, from: UsageMap): void {
+  for (const [model, u] of Object.entries(from)) {
+    const t = into[model]
+    if (!t) {
+      into[model] = { ...u }
+      continue
+    }
+    for (const k of COUNTS) t[k] += u[k]
+    for (const k of COSTS) t[k] = u[k] === null && t[k] === null ? null : (t[k] ?? 0) + (u[k] ?? 0)
+  }
+}
+
+/**
+ * Each fetched call's usage plus that of all its fetched descendants (a parent outside the set is
+ * not followed). Bottom-up over the tree, without recursion.
+ */
+function rollUp(calls: Fetched[], project: string, prices: readonly PriceRow[] | null): Map<string, UsageMap> {
+  const byId = new Map(calls.map((c) => [c.id, c]))
+  const total = new Map(calls.map((c) => [c.id, ownUsage(c, project, prices)]))
+  const pending = new Map<string, number>()
+  for (const c of calls) if (c.parent_id && byId.has(c.parent_id)) pending.set(c.parent_id, (pending.get(c.parent_id) ?? 0) + 1)
+  const ready = calls.filter((c) => !pending.has(c.id)).map((c) => c.id)
+  while (ready.length) {
+    const id = ready.pop()!
+    const parent = byId.get(id)!.parent_id
+    if (!parent || !byId.has(parent) || parent === id) continue
+    add(total.get(parent)!, total.get(id)!)
+    const left = pending.get(parent)! - 1
+    pending.set(parent, left)
+    if (left === 0) ready.push(parent)
+  }
+  return total
+}
+
+export class UsageRollup {
+  constructor(
+    private readonly store: CallStore,
+    private readonly prices: Prices,
+  ) {}
+
+  private async fetch(project: string, filter: CallFilter, query: { $expr: unknown } | null | undefined, limit: number): Promise<Fetched[]> {
+    const params = new Params()
+    const rel = this.store.relation(project, { filter, query }, params, { columns: ['usage'] })
+    const rows = await this.store.rows(
+      `SELECT m.id, m.parent_id, m.trace_id, epoch_ms(m.started_at) AS started_ms, m.ended_at IS NOT NULL AS ended, m.usage FROM ${rel} ORDER BY m.started_at, m.id LIMIT ${params.add(limit)}`,
+      params,
+    )
+    return rows.map((r) => ({
+      id: String(r.id),
+      parent_id: (r.parent_id as string | null) ?? null,
+      trace_id: String(r.trace_id),
+      started_ms: Number(r.started_ms),
+      ended: Boolean(r.ended),
+      usage: ((r.usage as Record<string, unknown>[] | null) ?? []).map((u) => Object.fromEntries(Object.entries(u).map(([k, v]) => [k, typeof v === 'bigint' ? Number(v) : v]))) as Fetched['usage'],
+    }))
+  }
+
+  /**
+   * `/calls/usage`: each requested call with all its descendants. Traces are fetched in batches of
+   * at most `limit` calls (a batch over it is halved); a single trace over it is 413 — never a
+   * partial answer.
+   */
+  async calls(project: string, ids: string[], includeCosts: boolean, limit: number): Promise<{ call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] }> {
+    if (!Number.isInteger(limit) || limit < 1) throw new ApiError(400, 'limit must be at least 1')
+    const wanted = [...new Set(ids)]
+    const result: Record<string, UsageMap> = Object.fromEntries(wanted.map((id) => [id, {}]))
+    if (wanted.length === 0) return { call_usage: result, unfinished_call_ids: [] }
+    const params = new Params()
+    const rel = this.store.relation(project, { filter: { call_ids: wanted } }, params)
+    const traces = [...new Set((await this.store.rows(`SELECT DISTINCT trace_id FROM (SELECT m.trace_id FROM ${rel}) WHERE trace_id IS NOT NULL`, params)).map((r) => String(r.trace_id)))].sort()
+    const prices = includeCosts ? await this.prices.forProject(project) : null
+    const unfinished = new Set<string>()
+    const queue: string[][] = traces.length ? [traces] : []
+    while (queue.length) {
+      const batch = queue.shift()!
+      const calls = await this.fetch(project, { trace_ids: batch }, null, limit + 1)
+      if (calls.length > limit) {
+        if (batch.length === 1) throw new ApiError(413, `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`)
+        const half = Math.ceil(batch.length / 2)
+        queue.unshift(batch.slice(0, half), batch.slice(half))
+        continue
+      }
+      const totals = rollUp(calls, project, prices)
+      for (const c of calls) {
+        if (!c.ended) unfinished.add(c.id)
+        if (c.id in result) result[c.id] = totals.get(c.id)!
+      }
+    }
+    return { call_usage: result, unfinished_call_ids: [...unfinished].sort() }
+  }
+
+  /** `/trace/usage`: the calls matching filter and query (up to limit), each with its fetched descendants. */
+  async traces(project: string, filter: CallFilter | null | undefined, query: { $expr: unknown } | null | undefined, includeCosts: boolean, limit: number): Promise<{ call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] }> {
+    if (!Number.isInteger(limit) || limit < 1) throw new ApiError(400, 'limit must be at least 1')
+    const calls = await this.fetch(project, filter ?? {}, query, limit)
+    const totals = rollUp(calls, project, includeCosts ? await this.prices.forProject(project) : null)
+    return {
+      call_usage: Object.fromEntries(calls.map((c) => [c.id, totals.get(c.id)!])),
+      unfinished_call_ids: calls.filter((c) => !c.ended).map((c) => c.id).sort(),
+    }
+  }
+}
+
