@@ -82,3 +82,37 @@ export function spreadChart(title: string, unit: string, rows: { label: string; 
   out += `<text x="12" y="${top + h / 2}" font-size="10" transform="rotate(-90 12 ${top + h / 2})" text-anchor="middle">${esc(unit)}</text>`
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${top + h + 30}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>${out}</svg>\n`
 }
+
+/**
+ * Latency against data size: one panel per request, one line per system (median), log scale, so a
+ * flat line reads as "does not grow with the data".
+ */
+export function sizeChart(title: string, sizes: string[], panels: { title: string; series: { label: string; values: (number | null)[] }[] }[]): string {
+  const pw = 300
+  const ph = 220
+  const top = 50
+  const left = 50
+  const palette = ['#2b6cb0', '#dd6b20', '#38a169', '#805ad5']
+  const all = panels.flatMap((p) => p.series.flatMap((s) => s.values.filter((v): v is number => v !== null && v > 0)))
+  const lo = Math.pow(10, Math.floor(Math.log10(Math.min(...all, 1))))
+  const hi = Math.pow(10, Math.ceil(Math.log10(Math.max(...all, 10))))
+  const y = (v: number) => top + ph - ((Math.log10(v) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * ph
+  let out = `<text x="${(panels.length * (pw + left)) / 2}" y="18" text-anchor="middle" font-size="13">${esc(title)}</text>`
+  panels.forEach((p, pi) => {
+    const x0 = pi * (pw + left) + left
+    const x = (i: number) => x0 + (sizes.length === 1 ? pw / 2 : (i / (sizes.length - 1)) * (pw - 20) + 10)
+    out += `<text x="${x0 + pw / 2}" y="${top - 12}" text-anchor="middle" font-size="12">${esc(p.title)}</text>`
+    for (let d = Math.log10(lo); d <= Math.log10(hi); d++) {
+      const v = Math.pow(10, d)
+      out += `<line x1="${x0}" y1="${y(v)}" x2="${x0 + pw}" y2="${y(v)}" stroke="#eee"/><text x="${x0 - 4}" y="${y(v) + 4}" text-anchor="end" font-size="10">${v >= 1000 ? v / 1000 + 's' : v + 'ms'}</text>`
+    }
+    sizes.forEach((s, i) => (out += `<text x="${x(i)}" y="${top + ph + 16}" text-anchor="middle" font-size="11">${esc(s)}</text>`))
+    p.series.forEach((s, si) => {
+      const pts = s.values.map((v, i) => (v === null || v <= 0 ? null : `${x(i)},${y(v)}`)).filter(Boolean)
+      out += `<polyline points="${pts.join(' ')}" fill="none" stroke="${palette[si % palette.length]}" stroke-width="2"/>`
+      s.values.forEach((v, i) => v !== null && v > 0 && (out += `<circle cx="${x(i)}" cy="${y(v)}" r="3" fill="${palette[si % palette.length]}"/>`))
+    })
+  })
+  const legend = panels[0]?.series.map((s, i) => `<rect x="${left + i * 170}" y="${top + ph + 28}" width="12" height="12" fill="${palette[i % palette.length]}"/><text x="${left + i * 170 + 18}" y="${top + ph + 38}" font-size="11">${esc(s.label)}</text>`).join('') ?? ''
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${panels.length * (pw + left) + 20}" height="${top + ph + 50}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>${out}${legend}</svg>\n`
+}

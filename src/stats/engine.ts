@@ -5,7 +5,7 @@ import type { CallFilter, CallStore } from '../calls/store.js'
 import { priceSpans, type PriceSpan, type Prices } from '../catalog/prices.js'
 import { MAX_RANGE_MS, bucketStarts, checkTimezone, chooseGranularity, onHours } from './buckets.js'
 import { columnsOf, emptyValue, type CallMetric, type Column, type MetricSpec, type UsageMetric } from './metrics.js'
-import { TOKEN_METRICS, TOKEN_NAMES, contributions, mergedOf, type Rollups } from './rollups.js'
+import { TOKEN_METRICS, TOKEN_NAMES, tableName, type Rollups, type Table, type Tier } from './rollups.js'
 import { binSql, percentile, percentileOfFlags } from './sketch.js'
 
 const HOUR = 3_600_000
@@ -77,25 +77,30 @@ class Accumulator {
   }
 }
 
-/** A filter the rollups can answer, as conditions on their dimension columns; null when they cannot. */
-function dimFilter(f: CallFilter | null | undefined, params: Params): string[] | null {
-  const out: string[] = []
-  if (!f) return out
+/**
+ * A filter the rollups can answer, as conditions on their dimension columns, and the tier holding
+ * them; null when they cannot (trace, call, parent, thread or turn ids, refs).
+ */
+function dimFilter(f: CallFilter | null | undefined, params: Params): { conds: string[]; tier: Tier } | null {
+  const conds: string[] = []
+  if (!f) return { conds, tier: 'coarse' }
   const answerable = new Set(['op_names', 'trace_roots_only', 'svc_user_ids', 'wb_user_ids', 'svc_run_ids', 'wb_run_ids'])
   for (const [k, v] of Object.entries(f)) if (v !== null && v !== undefined && !answerable.has(k)) return null
   if (f.op_names) {
     const exact = f.op_names.filter((n) => !n.endsWith(':*'))
     const ors = exact.length ? [`list_contains(${params.add(listValue(exact))}, op_name)`] : []
     for (const p of f.op_names.filter((n) => n.endsWith(':*'))) ors.push(`starts_with(op_name, ${params.add(p.slice(0, -1))})`)
-    out.push(ors.length ? `(${ors.join(' OR ')})` : 'false')
+    conds.push(ors.length ? `(${ors.join(' OR ')})` : 'false')
   }
-  if (f.trace_roots_only) out.push('is_root')
+  if (f.trace_roots_only) conds.push('is_root')
+  let tier: Tier = 'coarse'
   for (const [col, a, b] of [['user_id', f.svc_user_ids, f.wb_user_ids], ['run_id', f.svc_run_ids, f.wb_run_ids]] as const) {
     if (!a && !b) continue
+    tier = 'fine'
     const l = [...new Set([...(a ?? []), ...(b ?? [])])]
-    out.push(l.length ? `list_contains(${params.add(listValue(l))}, ${col})` : 'false')
+    conds.push(l.length ? `list_contains(${params.add(listValue(l))}, ${col})` : 'false')
   }
-  return out
+  return { conds, tier }
 }
 
 const ts = (ms: number) => `make_timestamp(${Math.round(ms) * 1000})`
@@ -151,12 +156,14 @@ export class CallStats {
 
   private async gather(req: StatsRequest, start: number, end: number, starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[], forceScan = false): Promise<Accumulator> {
     const acc = new Accumulator()
-    const probe = new Params()
+    const dims = dimFilter(req.filter, new Params())
     const rollupOk =
       !forceScan &&
       this.rollups?.ready === true &&
-      dimFilter(req.filter, probe) !== null &&
+      dims !== null &&
       onHours(starts) &&
+      // The per-user tier has no latency histogram.
+      !(dims.tier === 'fine' && callCols.some((c) => c.p !== undefined && c.metric === 'latency_ms')) &&
       !usageCols.some((c) => c.p !== undefined || (c.metric === 'total_cost' && (c.agg === 'min' || c.agg === 'max')))
     if (!rollupOk) {
       await this.scan(acc, req, [[start, end]], starts, callCols, usageCols, spans)
@@ -181,9 +188,12 @@ export class CallStats {
           excluded.add(h)
         }
       }
-      await this.fromRollups(acc, req, hs, he, [...excluded], starts, callCols, usageCols, spans)
     }
-    if (windows.length) await this.scan(acc, req, windows, starts, callCols, usageCols, spans)
+    // The pieces are independent sums: DuckDB runs them side by side on separate connections.
+    await Promise.all([
+      hs < he ? this.fromRollups(acc, req, hs, he, [...excluded], starts, callCols, usageCols, spans) : null,
+      windows.length ? this.scan(acc, req, windows, starts, callCols, usageCols, spans) : null,
+    ])
     return acc
   }
 
@@ -198,14 +208,37 @@ export class CallStats {
       unnest(${col((s) => s.row.prompt_token_cost)})::DOUBLE AS pc, unnest(${col((s) => s.row.completion_token_cost)})::DOUBLE AS cc)`
   }
 
-  /** Scans the merged calls started in the windows. */
+  /**
+   * Scans the merged calls started in the windows, one window at a time: the ids of the calls
+   * starting in a window bound its merge, so with time-ordered ids (UUIDv7, as the SDKs make them)
+   * the segments' id statistics skip nearly every row group. Other ids are only slower.
+   */
   private async scan(acc: Accumulator, req: StatsRequest, windows: [number, number][], starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
-    const inWindows = (col: string) => `(${windows.map(([lo, hi]) => `(${col} >= ${ts(lo)} AND ${col} < ${ts(hi)})`).join(' OR ')})`
-    const extra = { where: [inWindows('m.started_at')], narrow: [inWindows('started_at')] }
-    if (callCols.length) {
+    const inWindow = (col: string, [lo, hi]: [number, number]) => `(${col} >= ${ts(lo)} AND ${col} < ${ts(hi)})`
+    const rp = new Params()
+    const p = rp.add(req.project_id)
+    const ranges = await this.store.rows(
+      windows.map((w, i) => `SELECT ${i} AS w, min(id) AS lo, max(id) AS hi FROM all_parts WHERE project_id = ${p} AND ${inWindow('started_at', w)}`).join(' UNION ALL '),
+      rp,
+    )
+    await Promise.all(ranges.filter((r) => r.lo !== null).map((r) => this.scanWindow(acc, req, windows[Number(r.w)]!, String(r.lo), String(r.hi), starts, callCols, usageCols, spans)))
+  }
+
+  private async scanWindow(acc: Accumulator, req: StatsRequest, window: [number, number], loId: string, hiId: string, starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
+    const [wlo, whi] = window
+    const extraFor = (params: Params) => {
+      const ids = `id >= ${params.add(loId)} AND id <= ${params.add(hiId)}`
+      return {
+        where: [`m.started_at >= ${ts(wlo)} AND m.started_at < ${ts(whi)}`],
+        narrow: [] as string[],
+        parts: [ids],
+      }
+    }
+    const tasks: Promise<void>[] = []
+    if (callCols.length) tasks.push((async () => {
       const params = new Params()
       const ctes = this.ctes(params, starts, [])
-      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, extra)
+      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, extraFor(params))
       const rows = await this.store.rows(
         `${ctes}, c AS (SELECT m.started_at AS t, epoch_ms(m.ended_at) - epoch_ms(m.started_at) AS lat, (m.exception IS NOT NULL)::INTEGER AS err FROM ${rel}),
         x AS (SELECT epoch_ms(b.ts) AS bucket, ${binSql('lat')} AS k, * FROM c ASOF JOIN b ON c.t >= b.ts)
@@ -221,11 +254,11 @@ export class CallStats {
           addAgg(a.lat, r.lat_sum, r.lat_n, r.lat_min, r.lat_max)
         } else if (r.k !== null && Number(r.lat_n) > 0) a.bins.set(Number(r.k), (a.bins.get(Number(r.k)) ?? 0) + Number(r.lat_n))
       }
-    }
-    if (usageCols.length) {
+    })())
+    if (usageCols.length) tasks.push((async () => {
       const params = new Params()
       const ctes = this.ctes(params, starts, spans)
-      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, { ...extra, columns: ['usage'] })
+      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, { ...extraFor(params), columns: ['usage'] })
       const metricSql = [...TOKEN_NAMES, 'input_cost', 'output_cost', 'total_cost']
       const pcts = usageCols.filter((c) => c.p !== undefined)
       const rows = await this.store.rows(
@@ -245,30 +278,45 @@ export class CallStats {
         for (const m of metricSql) addAgg(a.m[m]!, r[`${m}_sum`], r[`${m}_n`], r[`${m}_min`], r[`${m}_max`])
         pcts.forEach((c, i) => a.pct.set(c.name, r[`p${i}`] === null ? null : Number(r[`p${i}`])))
       }
-    }
+    })())
+    await Promise.all(tasks)
   }
 
   /**
    * The rollup rows (and the fresh parts' correction) of the project's whole hours [hs, he) but the
-   * excluded ones, added into the request's buckets.
+   * excluded ones, added into the request's buckets. Rows are summed per hour first, then mapped to
+   * their bucket through a list of hours made here (an equality join, not a range join).
    */
   private async fromRollups(acc: Accumulator, req: StatsRequest, hs: number, he: number, excluded: number[], starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
-    const rows = (table: 'calls' | 'latency' | 'usage', params: Params) => {
-      const p = params.add(req.project_id)
-      const conds = [`hour >= ${ts(hs)}`, `hour < ${ts(he)}`, ...dimFilter(req.filter, params)!]
-      if (excluded.length) conds.push(`NOT list_contains(${params.add(listValue(excluded.map((h) => BigInt(h) * 1000n)))}::BIGINT[], epoch_us(hour))`)
-      const fresh = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${p} AND seq > (SELECT x FROM rollup_meta)`
-      const plus = contributions(mergedOf(fresh, null), 1)[table]
-      const minus = contributions(mergedOf(fresh, '(SELECT x FROM rollup_meta)'), -1)[table]
-      return `(SELECT * FROM (SELECT * FROM rollup_${table} WHERE project_id = ${p} UNION ALL ${plus} UNION ALL ${minus}) WHERE ${conds.join(' AND ')})`
+    const skip = new Set(excluded)
+    const hourList: bigint[] = []
+    const bucketList: bigint[] = []
+    let bi = 0
+    for (let h = hs; h < he; h += HOUR) {
+      while (bi + 1 < starts.length && starts[bi + 1]! <= h) bi++
+      if (skip.has(h)) continue
+      hourList.push(BigInt(h) * 1000n)
+      bucketList.push(BigInt(starts[bi]!))
     }
-    if (callCols.length) {
+    if (!hourList.length) return
+    const source = (table: Table, params: Params) => {
+      const { conds, tier } = dimFilter(req.filter, params)!
+      const p = params.add(req.project_id)
+      const fresh = this.rollups!.fresh(table, tier, p)
+      const where = [`project_id = ${p}`, `hour >= ${ts(hs)}`, `hour < ${ts(he)}`, ...conds].join(' AND ')
+      const t = tableName(table, tier)
+      return `(SELECT * FROM ${t} WHERE ${where}${fresh ? ` UNION ALL SELECT * FROM (${fresh}) WHERE ${where}` : ''})`
+    }
+    const hb = (params: Params) =>
+      `hb AS (SELECT make_timestamp(unnest(${params.add(listValue(hourList))}::BIGINT[])) AS hour, unnest(${params.add(listValue(bucketList))}::BIGINT[]) AS bucket)`
+    const tasks: Promise<void>[] = []
+    if (callCols.length) tasks.push((async () => {
       const params = new Params()
-      const ctes = this.ctes(params, starts, [])
       const got = await this.store.rows(
-        `${ctes} SELECT epoch_ms(b.ts) AS bucket, sum(n)::BIGINT AS n, sum(err)::BIGINT AS err, sum(lat_sum)::BIGINT AS lat_sum, sum(lat_n)::BIGINT AS lat_n,
-          min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty
-        FROM ${rows('calls', params)} r ASOF JOIN b ON r.hour >= b.ts GROUP BY 1`,
+        `WITH ${hb(params)}, r AS (SELECT hour, sum(n)::BIGINT AS n, sum(err)::BIGINT AS err, sum(lat_sum)::BIGINT AS lat_sum, sum(lat_n)::BIGINT AS lat_n,
+            min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty FROM ${source('calls', params)} GROUP BY hour)
+        SELECT bucket, sum(n)::BIGINT AS n, sum(err)::BIGINT AS err, sum(lat_sum)::BIGINT AS lat_sum, sum(lat_n)::BIGINT AS lat_n,
+          min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty FROM r JOIN hb USING (hour) GROUP BY bucket`,
         params,
       )
       for (const r of got) {
@@ -278,29 +326,35 @@ export class CallStats {
         addAgg(a.lat, r.lat_sum, r.lat_n, r.lat_min, r.lat_max)
         if (r.dirty) acc.dirty = true
       }
-      if (callCols.some((c) => c.metric === 'latency_ms' && c.p !== undefined)) {
+    })())
+    if (callCols.some((c) => c.metric === 'latency_ms' && c.p !== undefined)) tasks.push((async () => {
         const bp = new Params()
-        const bctes = this.ctes(bp, starts, [])
-        const bins = await this.store.rows(`${bctes} SELECT epoch_ms(b.ts) AS bucket, k, sum(n)::BIGINT AS n FROM ${rows('latency', bp)} r ASOF JOIN b ON r.hour >= b.ts GROUP BY 1, 2`, bp)
+        const bins = await this.store.rows(
+          `WITH ${hb(bp)}, r AS (SELECT hour, k, sum(n)::BIGINT AS n FROM ${source('latency', bp)} GROUP BY hour, k)
+          SELECT bucket, k, sum(n)::BIGINT AS n FROM r JOIN hb USING (hour) GROUP BY bucket, k`,
+          bp,
+        )
         for (const r of bins) {
           const a = acc.call(Number(r.bucket))
           a.bins.set(Number(r.k), (a.bins.get(Number(r.k)) ?? 0) + Number(r.n))
         }
-      }
-    }
-    if (usageCols.length) {
+    })())
+    if (usageCols.length) tasks.push((async () => {
       const params = new Params()
       const ctes = this.ctes(params, starts, spans)
       const tok = TOKEN_NAMES.map((m) => `sum(${m}_sum)::DOUBLE AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min)::DOUBLE AS ${m}_min, max(${m}_max)::DOUBLE AS ${m}_max`).join(', ')
       const cost = (name: string, tokens: string, price: string) =>
         `sum(${tokens}_sum * ${price}) AS ${name}_sum, sum(CASE WHEN ${price} IS NOT NULL THEN ${tokens}_n END)::BIGINT AS ${name}_n, min(${tokens}_min * ${price}) AS ${name}_min, max(${tokens}_max * ${price}) AS ${name}_max`
       const got = await this.store.rows(
-        `${ctes}, y AS (SELECT r.*, sp.pc, sp.cc FROM ${rows('usage', params)} r LEFT JOIN sp ON sp.llm = r.model AND r.hour >= sp.f AND r.hour < sp.t)
-        SELECT epoch_ms(b.ts) AS bucket, model, sum(n)::BIGINT AS n, ${tok},
+        `${ctes}, ${hb(params)},
+        r AS (SELECT hour, model, sum(n)::BIGINT AS n, ${tok}, bool_or(dirty) AS dirty FROM ${source('usage', params)} GROUP BY hour, model),
+        y AS (SELECT r.*, sp.pc, sp.cc FROM r LEFT JOIN sp ON sp.llm = r.model AND r.hour >= sp.f AND r.hour < sp.t)
+        SELECT bucket, model, sum(n)::BIGINT AS n,
+          ${TOKEN_NAMES.map((m) => `sum(${m}_sum) AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min) AS ${m}_min, max(${m}_max) AS ${m}_max`).join(', ')},
           ${cost('input_cost', 'input_tokens', 'pc')}, ${cost('output_cost', 'output_tokens', 'cc')},
           sum(input_tokens_sum * pc + output_tokens_sum * cc) AS total_cost_sum, sum(CASE WHEN pc IS NOT NULL AND cc IS NOT NULL THEN n END)::BIGINT AS total_cost_n,
           bool_or(dirty) AS dirty
-        FROM y ASOF JOIN b ON y.hour >= b.ts GROUP BY 1, 2`,
+        FROM y JOIN hb USING (hour) GROUP BY bucket, model`,
         params,
       )
       for (const r of got) {
@@ -309,7 +363,8 @@ export class CallStats {
         for (const m of USAGE_METRICS) addAgg(a.m[m]!, r[`${m}_sum`], r[`${m}_n`], r[`${m}_min`], r[`${m}_max`])
         if (r.dirty) acc.dirty = true
       }
-    }
+    })())
+    await Promise.all(tasks)
   }
 
   private callBuckets(acc: Accumulator, starts: number[], cols: Column<CallMetric>[]): Record<string, unknown>[] {
@@ -346,14 +401,14 @@ export class CallStats {
   async count(project: string, filter: CallFilter | null | undefined): Promise<number | null> {
     if (!this.rollups?.ready) return null
     const params = new Params()
-    const conds = dimFilter(filter, params)
-    if (conds === null) return null
+    const dims = dimFilter(filter, params)
+    if (dims === null) return null
+    const conds = dims.conds
     const p = params.add(project)
-    const fresh = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${p} AND seq > (SELECT x FROM rollup_meta)`
-    const plus = contributions(mergedOf(fresh, null), 1).calls
-    const minus = contributions(mergedOf(fresh, '(SELECT x FROM rollup_meta)'), -1).calls
+    const fresh = this.rollups.fresh('calls', dims.tier, p)
+    const where = conds.length ? ` WHERE ${conds.join(' AND ')}` : ''
     const rows = await this.store.rows(
-      `SELECT coalesce(sum(n), 0)::BIGINT AS n FROM (SELECT * FROM rollup_calls WHERE project_id = ${p} UNION ALL ${plus} UNION ALL ${minus})${conds.length ? ` WHERE ${conds.join(' AND ')}` : ''}`,
+      `SELECT coalesce(sum(n), 0)::BIGINT AS n FROM (SELECT * FROM ${tableName('calls', dims.tier)} WHERE project_id = ${p}${fresh ? ` UNION ALL ${fresh}` : ''})${where}`,
       params,
     )
     return Number(rows[0]!.n)

@@ -3,19 +3,34 @@ import { merged, type CallStore } from '../calls/store.js'
 import { binSql } from './sketch.js'
 
 /**
- * Statistics pre-aggregated per (project, hour, op, trace root or not, user, run) — and model for
- * usage — over every part up to a seq `x` (all in Parquet). Three tables:
+ * Statistics pre-aggregated per (project, hour, op, trace root or not) — and model for usage — over
+ * every part up to a seq `x` (all in Parquet). Three tables:
  *   rollup_calls   call count, latency count/sum/min/max, error count
  *   rollup_latency latency histogram (sketch bins, see sketch.ts) for percentiles
  *   rollup_usage   per model: pair count, and sum/count/min/max of each token metric
+ * and, per user and run as well, rollup_calls_by_user and rollup_usage_by_user (see Tier).
  * Parts past `x` (the tail, segments not yet added) are combined at query time as a correction:
  * the merged calls they touch are added as they are now and subtracted as they were at `x`
  * (freshDelta). Sums, counts and bins subtract exactly; a minimum or maximum cannot, so a
  * subtracted row marks its group `dirty` and min/max over dirty groups fall back to a scan until
  * the next rebuild (every compaction) clears it.
  */
-export const DIMS = ['project_id', 'hour', 'op_name', 'is_root', 'user_id', 'run_id'] as const
-const DIM_COLS = `project_id VARCHAR, hour TIMESTAMP, op_name VARCHAR, is_root BOOLEAN, user_id VARCHAR, run_id VARCHAR`
+/**
+ * Two tiers: `coarse` per (project, hour, op, trace root or not) holds all three tables; `fine` adds
+ * user and run for filters on them, without the latency histogram (users × runs × bins would make
+ * it as large as the calls): percentiles filtered by user or run are scanned.
+ */
+export type Tier = 'coarse' | 'fine'
+export type Table = 'calls' | 'latency' | 'usage'
+export const TIER_DIMS: Record<Tier, readonly string[]> = {
+  coarse: ['project_id', 'hour', 'op_name', 'is_root'],
+  fine: ['project_id', 'hour', 'op_name', 'is_root', 'user_id', 'run_id'],
+}
+const DIM_TYPES: Record<string, string> = { project_id: 'VARCHAR', hour: 'TIMESTAMP', op_name: 'VARCHAR', is_root: 'BOOLEAN', user_id: 'VARCHAR', run_id: 'VARCHAR' }
+/** Every table kept: (table, tier). */
+export const TABLES: readonly [Table, Tier][] = [['calls', 'coarse'], ['latency', 'coarse'], ['usage', 'coarse'], ['calls', 'fine'], ['usage', 'fine']]
+export const tableName = (t: Table, tier: Tier) => `rollup_${t}${tier === 'fine' ? '_by_user' : ''}`
+
 /** Token metrics kept per model: the SQL over one `summary.usage` row `u`. */
 export const TOKEN_METRICS = {
   input_tokens: 'coalesce(u.prompt_tokens, 0) + coalesce(u.input_tokens, 0)',
@@ -29,12 +44,16 @@ export const TOKEN_NAMES = Object.keys(TOKEN_METRICS) as TokenMetric[]
 
 const FACT_COLUMNS = ['started_at', 'ended_at', 'op_name', 'parent_id', 'user_id', 'run_id', 'exception', 'usage']
 
-const DDL = [
-  `CREATE TABLE IF NOT EXISTS rollup_calls (${DIM_COLS}, n BIGINT, lat_n BIGINT, lat_sum BIGINT, lat_min BIGINT, lat_max BIGINT, err BIGINT, dirty BOOLEAN)`,
-  `CREATE TABLE IF NOT EXISTS rollup_latency (${DIM_COLS}, k INTEGER, n BIGINT)`,
-  `CREATE TABLE IF NOT EXISTS rollup_usage (${DIM_COLS}, model VARCHAR, n BIGINT, ${TOKEN_NAMES.map((m) => `${m}_sum BIGINT, ${m}_n BIGINT, ${m}_min BIGINT, ${m}_max BIGINT`).join(', ')}, dirty BOOLEAN)`,
-  `CREATE TABLE IF NOT EXISTS rollup_meta (x BIGINT)`,
-]
+function ddl(t: Table, tier: Tier): string {
+  const dims = TIER_DIMS[tier].map((d) => `${d} ${DIM_TYPES[d]}`).join(', ')
+  const cols = {
+    calls: 'n BIGINT, lat_n BIGINT, lat_sum BIGINT, lat_min BIGINT, lat_max BIGINT, err BIGINT, dirty BOOLEAN',
+    latency: 'k INTEGER, n BIGINT',
+    usage: `model VARCHAR, n BIGINT, ${TOKEN_NAMES.map((m) => `${m}_sum BIGINT, ${m}_n BIGINT, ${m}_min BIGINT, ${m}_max BIGINT`).join(', ')}, dirty BOOLEAN`,
+  }[t]
+  return `CREATE TABLE IF NOT EXISTS ${tableName(t, tier)} (${dims}, ${cols})`
+}
+const DDL = [...TABLES.map(([t, tier]) => ddl(t, tier)), `CREATE TABLE IF NOT EXISTS rollup_meta (x BIGINT)`]
 
 /** Merged calls (the fact columns) of the ids in relation `ids` (project_id, id), from parts with seq ≤ bound (SQL), as SQL. */
 export function mergedOf(ids: string, bound: string | null): string {
@@ -45,25 +64,30 @@ export function mergedOf(ids: string, bound: string | null): string {
 const live = (mc: string) =>
   `(SELECT *, date_trunc('hour', started_at) AS hour, parent_id IS NULL AS is_root, epoch_ms(ended_at) - epoch_ms(started_at) AS lat,
     (exception IS NOT NULL)::INTEGER AS err FROM ${mc} WHERE started_at IS NOT NULL AND deleted_at IS NULL)`
-const dims = DIMS.join(', ')
-const groupDims = DIMS.map((_, i) => i + 1).join(', ')
 
-/** Contributions of the merged calls `mc` to each table, with sign +1 or -1. */
-export function contributions(mc: string, sign: 1 | -1): { calls: string; latency: string; usage: string } {
+/** Contributions of the merged calls `mc` to a table of a tier, with sign +1 or -1, as SQL. */
+export function contribution(mc: string, sign: 1 | -1, table: Table, tier: Tier): string {
+  const dimList = TIER_DIMS[tier]
+  const dims = dimList.join(', ')
+  const group = dimList.map((_, i) => i + 1).join(', ')
+  const next = dimList.length + 1
   const s = sign === 1 ? '' : '-'
   const extreme = (f: 'min' | 'max', x: string) => (sign === 1 ? `${f}(${x})` : 'NULL::BIGINT')
-  return {
-    calls: `SELECT ${dims}, ${s}count(*) AS n, ${s}count(lat) AS lat_n, ${s}coalesce(sum(lat), 0)::BIGINT AS lat_sum,
-      ${extreme('min', 'lat')} AS lat_min, ${extreme('max', 'lat')} AS lat_max, ${s}sum(err)::BIGINT AS err,
-      ${sign === 1 ? 'false' : 'count(lat) > 0'} AS dirty
-      FROM ${live(mc)} GROUP BY ${groupDims}`,
-    latency: `SELECT ${dims}, ${binSql('lat')} AS k, ${s}count(*) AS n FROM ${live(mc)} WHERE lat IS NOT NULL GROUP BY ${groupDims}, 7`,
-    usage: `SELECT ${dims}, u.model AS model, ${s}count(*) AS n,
-      ${TOKEN_NAMES.map((m) => `${s}coalesce(sum(${m}), 0)::BIGINT AS ${m}_sum, ${s}count(${m}) AS ${m}_n, ${extreme('min', m)} AS ${m}_min, ${extreme('max', m)} AS ${m}_max`).join(',\n      ')},
-      ${sign === 1 ? 'false' : 'true'} AS dirty
-      FROM (SELECT ${dims}, u, ${TOKEN_NAMES.map((m) => `(${TOKEN_METRICS[m]})::BIGINT AS ${m}`).join(', ')}
-        FROM (SELECT *, unnest(usage) AS u FROM ${live(mc)}) WHERE u.model IS NOT NULL)
-      GROUP BY ${groupDims}, 7`,
+  switch (table) {
+    case 'calls':
+      return `SELECT ${dims}, ${s}count(*) AS n, ${s}count(lat) AS lat_n, ${s}coalesce(sum(lat), 0)::BIGINT AS lat_sum,
+        ${extreme('min', 'lat')} AS lat_min, ${extreme('max', 'lat')} AS lat_max, ${s}sum(err)::BIGINT AS err,
+        ${sign === 1 ? 'false' : 'count(lat) > 0'} AS dirty
+        FROM ${live(mc)} GROUP BY ${group}`
+    case 'latency':
+      return `SELECT ${dims}, ${binSql('lat')} AS k, ${s}count(*) AS n FROM ${live(mc)} WHERE lat IS NOT NULL GROUP BY ${group}, ${next}`
+    case 'usage':
+      return `SELECT ${dims}, u.model AS model, ${s}count(*) AS n,
+        ${TOKEN_NAMES.map((m) => `${s}coalesce(sum(${m}), 0)::BIGINT AS ${m}_sum, ${s}count(${m}) AS ${m}_n, ${extreme('min', m)} AS ${m}_min, ${extreme('max', m)} AS ${m}_max`).join(',\n        ')},
+        ${sign === 1 ? 'false' : 'true'} AS dirty
+        FROM (SELECT ${dims}, u, ${TOKEN_NAMES.map((m) => `(${TOKEN_METRICS[m]})::BIGINT AS ${m}`).join(', ')}
+          FROM (SELECT *, unnest(usage) AS u FROM ${live(mc)}) WHERE u.model IS NOT NULL)
+        GROUP BY ${group}, ${next}`
   }
 }
 
@@ -74,6 +98,8 @@ export function contributions(mc: string, sign: 1 | -1): { calls: string; latenc
 export class Rollups {
   /** False until the first build finishes: statistics scan until then. */
   ready = false
+  /** Every part at or below this seq is in the tables (mirrors rollup_meta, read after each commit). */
+  x = 0
   private conn?: DuckDBConnection
   private addedRows = 0
   private baseRows = 0
@@ -95,23 +121,23 @@ export class Rollups {
     const ranges = await this.store.idRanges(Math.ceil(this.store.segments.reduce((a, s) => a + s.rows, 0) / 2_000_000))
     await c.run('BEGIN TRANSACTION')
     try {
-      for (const t of ['rollup_calls', 'rollup_latency', 'rollup_usage', 'rollup_meta']) await c.run(`DELETE FROM ${t}`)
+      for (const t of [...TABLES.map(([t, tier]) => tableName(t, tier)), 'rollup_meta']) await c.run(`DELETE FROM ${t}`)
       for (let i = 0; i <= ranges.length; i++) {
         // Range bounds are call ids: bound as parameters, never spliced into the SQL.
         const lo = i > 0 ? ranges[i - 1]! : null
         const hi = i < ranges.length ? ranges[i]! : null
         const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq <= ${x} AND ($1::VARCHAR IS NULL OR id >= $1) AND ($2::VARCHAR IS NULL OR id < $2)`
-        const sql = contributions(mergedOf(ids, String(x)), 1)
-        for (const t of ['calls', 'latency', 'usage'] as const) await c.run(`INSERT INTO rollup_${t} ${sql[t]}`, [lo, hi])
+        for (const [t, tier] of TABLES) await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution(mergedOf(ids, String(x)), 1, t, tier)}`, [lo, hi])
       }
       await c.run(`INSERT INTO rollup_meta VALUES (${x})`)
       await c.run('COMMIT')
+      this.x = x
     } catch (e) {
       await c.run('ROLLBACK').catch(() => {})
       throw e
     }
-    this.baseRows = await this.size()
-    this.addedRows = 0
+    // One row per group, sorted by hour.
+    await this.consolidate()
     this.ready = true
   }
 
@@ -125,14 +151,13 @@ export class Rollups {
       const from = Number((await c.runAndReadAll('SELECT x FROM rollup_meta')).getRowsJS()[0]![0])
       if (to > from) {
         const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq > ${from} AND seq <= ${to}`
-        const plus = contributions(mergedOf(ids, String(to)), 1)
-        const minus = contributions(mergedOf(ids, String(from)), -1)
-        for (const t of ['calls', 'latency', 'usage'] as const) {
-          await c.run(`INSERT INTO rollup_${t} ${plus[t]} UNION ALL ${minus[t]}`)
+        for (const [t, tier] of TABLES) {
+          await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution(mergedOf(ids, String(to)), 1, t, tier)} UNION ALL ${contribution(mergedOf(ids, String(from)), -1, t, tier)}`)
         }
         await c.run(`UPDATE rollup_meta SET x = ${to}`)
       }
       await c.run('COMMIT')
+      this.x = Math.max(this.x, to)
     } catch (e) {
       await c.run('ROLLBACK').catch(() => {})
       throw e
@@ -147,13 +172,20 @@ export class Rollups {
     const sums = (cols: string[]) => cols.map((x) => `sum(${x})::BIGINT AS ${x}`).join(', ')
     await c.run('BEGIN TRANSACTION')
     try {
-      await c.run(`CREATE TEMP TABLE rc AS SELECT ${dims}, ${sums(['n', 'lat_n', 'lat_sum'])}, min(lat_min) AS lat_min, max(lat_max) AS lat_max, sum(err)::BIGINT AS err, bool_or(dirty) AS dirty FROM rollup_calls GROUP BY ${groupDims}`)
-      await c.run(`CREATE TEMP TABLE rl AS SELECT ${dims}, k, sum(n)::BIGINT AS n FROM rollup_latency GROUP BY ${groupDims}, 7 HAVING sum(n) <> 0`)
-      await c.run(`CREATE TEMP TABLE ru AS SELECT ${dims}, model, sum(n)::BIGINT AS n, ${TOKEN_NAMES.map((m) => `${sums([`${m}_sum`, `${m}_n`])}, min(${m}_min) AS ${m}_min, max(${m}_max) AS ${m}_max`).join(', ')}, bool_or(dirty) AS dirty FROM rollup_usage GROUP BY ${groupDims}, 7`)
-      for (const [t, tmp] of [['rollup_calls', 'rc'], ['rollup_latency', 'rl'], ['rollup_usage', 'ru']]) {
-        await c.run(`DELETE FROM ${t}`)
-        await c.run(`INSERT INTO ${t} SELECT * FROM ${tmp}`)
-        await c.run(`DROP TABLE ${tmp}`)
+      for (const [t, tier] of TABLES) {
+        const dims = TIER_DIMS[tier].join(', ')
+        const group = TIER_DIMS[tier].map((_, i) => i + 1).join(', ')
+        const next = TIER_DIMS[tier].length + 1
+        const select = {
+          calls: `SELECT ${dims}, ${sums(['n', 'lat_n', 'lat_sum'])}, min(lat_min) AS lat_min, max(lat_max) AS lat_max, sum(err)::BIGINT AS err, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group}`,
+          latency: `SELECT ${dims}, k, sum(n)::BIGINT AS n FROM ${tableName(t, tier)} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
+          usage: `SELECT ${dims}, model, sum(n)::BIGINT AS n, ${TOKEN_NAMES.map((m) => `${sums([`${m}_sum`, `${m}_n`])}, min(${m}_min) AS ${m}_min, max(${m}_max) AS ${m}_max`).join(', ')}, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group}, ${next}`,
+        }[t]
+        await c.run(`CREATE TEMP TABLE folded AS ${select}`)
+        await c.run(`DELETE FROM ${tableName(t, tier)}`)
+        // Sorted by hour: queries read a time range, and DuckDB's zone maps skip the rest.
+        await c.run(`INSERT INTO ${tableName(t, tier)} SELECT * FROM folded ORDER BY project_id, hour`)
+        await c.run('DROP TABLE folded')
       }
       await c.run('COMMIT')
     } catch (e) {
@@ -164,10 +196,18 @@ export class Rollups {
     this.addedRows = 0
   }
 
+  /**
+   * The correction for parts past `x` (see the file comment) as SQL for one table and project, or
+   * null when there are none: every part acknowledged before this call is at or below lastSeq.
+   */
+  fresh(table: Table, tier: Tier, project: string): string | null {
+    if (this.store.lastSeq <= this.x) return null
+    const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${project} AND seq > (SELECT x FROM rollup_meta)`
+    return `${contribution(mergedOf(ids, null), 1, table, tier)} UNION ALL ${contribution(mergedOf(ids, '(SELECT x FROM rollup_meta)'), -1, table, tier)}`
+  }
+
   async size(): Promise<number> {
-    const r = await this.conn!.runAndReadAll(
-      `SELECT (SELECT count(*) FROM rollup_calls) + (SELECT count(*) FROM rollup_latency) + (SELECT count(*) FROM rollup_usage)`,
-    )
+    const r = await this.conn!.runAndReadAll(`SELECT ${TABLES.map(([t, tier]) => `(SELECT count(*) FROM ${tableName(t, tier)})`).join(' + ')}`)
     return Number(r.getRowsJS()[0]![0])
   }
 

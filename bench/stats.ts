@@ -1,0 +1,255 @@
+/**
+ * Statistics bench: the dashboard requests of issue 4 against weft over HTTP, and the same
+ * statistics as hand-written SQL in DuckDB (the same Parquet files) and ClickHouse (chdb,
+ * MergeTree tables loaded from those files), in the same run.
+ *
+ *   npm run build && node dist/bench/stats.js [--sizes 1000000,10000000] [--runs 7]
+ *   (ClickHouse: npm --prefix bench/peer-deps install; skipped when absent)
+ *
+ * Per size: scripts/gen-calls writes 30 days of calls (20 ops, 5 models, traces of 100, 1% errors),
+ * the store compacts them, the server starts and builds its rollups (timed), then per request the
+ * runs alternate between weft and the peers. Writes bench/results/stats-<stamp>.json and .svg.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import os from 'node:os'
+import path from 'node:path'
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api'
+import { CallStore } from '../src/calls/store.js'
+import { parseFlags } from '../src/config.js'
+import { ROOT_DIR, VERSION } from '../src/version.js'
+import { genCalls } from '../scripts/gen-calls.js'
+import { sizeChart } from './chart.js'
+import { spread, startWeft, type Spread } from './util.js'
+
+const { flags } = parseFlags(process.argv.slice(2))
+const sizes = (flags.sizes ?? '1000000,10000000').split(',').map(Number)
+const runs = Number(flags.runs ?? 7)
+const KEY = 'bench-key'
+const PROJECT = 'bench/stats'
+const OP = `weave:///${PROJECT}/op/op_3:v1`
+const DAY = 86_400_000
+
+interface Chdb {
+  Session: new (dir?: string) => { query(sql: string, format?: string): string; cleanup?: () => void; close?: () => void }
+}
+function loadChdb(): Chdb | null {
+  try {
+    return createRequire(path.join(ROOT_DIR, 'bench', 'peer-deps', 'package.json'))('chdb') as Chdb
+  } catch {
+    return null
+  }
+}
+
+async function timed<T>(f: () => Promise<T>): Promise<{ ms: number; out: T }> {
+  const t = performance.now()
+  const out = await f()
+  return { ms: performance.now() - t, out }
+}
+
+type Req = 'stats_30d' | 'stats_24h' | 'count_op' | 'usage_100_roots'
+const TARGET_MS: Record<Req, number> = { stats_30d: 100, stats_24h: 30, count_op: 30, usage_100_roots: 50 }
+
+/** The request a dashboard makes: 3 usage sums per day and model, call count, errors and latency p50/p95/p99 per bucket. */
+const statsBody = (start: number, end: number) => ({
+  project_id: PROJECT,
+  start: new Date(start).toISOString(),
+  end: new Date(end).toISOString(),
+  usage_metrics: ['input_tokens', 'output_tokens', 'total_tokens'].map((metric) => ({ metric, aggregations: ['sum'] })),
+  call_metrics: [
+    { metric: 'latency_ms', aggregations: [], percentiles: [50, 95, 99] },
+    { metric: 'call_count', aggregations: ['sum'] },
+    { metric: 'error_count', aggregations: ['sum'] },
+  ],
+})
+
+/** DuckDB, hand-written over the compacted files (one row per call there), the same answers. */
+function duckSql(files: string[]) {
+  const src = `read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`
+  const bucket = (g: number) => `time_bucket(INTERVAL '${g} seconds', started_at)`
+  return {
+    usage: (g: number) => `SELECT ${bucket(g)} AS b, u.model, sum(coalesce(u.prompt_tokens, 0) + coalesce(u.input_tokens, 0)) AS i,
+        sum(coalesce(u.completion_tokens, 0) + coalesce(u.output_tokens, 0)) AS o, sum(u.total_tokens) AS t
+      FROM (SELECT started_at, unnest(usage) AS u FROM ${src} WHERE project_id = $1 AND started_at >= $2 AND started_at < $3 AND deleted_at IS NULL) GROUP BY ALL`,
+    calls: (g: number) => `SELECT ${bucket(g)} AS b, count(*) AS n, count(exception) AS e,
+        quantile_cont(epoch_ms(ended_at) - epoch_ms(started_at), [0.5, 0.95, 0.99]) AS p
+      FROM ${src} WHERE project_id = $1 AND started_at >= $2 AND started_at < $3 AND deleted_at IS NULL GROUP BY 1`,
+    count: `SELECT count(*) AS n FROM ${src} WHERE project_id = $1 AND op_name = $2 AND deleted_at IS NULL AND started_at IS NOT NULL`,
+    usage100: `WITH roots AS (SELECT id, trace_id FROM ${src} WHERE project_id = $1 AND list_contains($2, id))
+      SELECT r.id, u.model, sum(coalesce(u.prompt_tokens, 0) + coalesce(u.input_tokens, 0)) AS p, sum(coalesce(u.completion_tokens, 0) + coalesce(u.output_tokens, 0)) AS c
+      FROM (SELECT trace_id, unnest(usage) AS u FROM ${src} WHERE project_id = $1 AND trace_id IN (SELECT trace_id FROM roots) AND deleted_at IS NULL) x JOIN roots r USING (trace_id) GROUP BY ALL`,
+  }
+}
+
+/** ClickHouse over MergeTree tables loaded from the same files (Weave's own engine). */
+const chSql = {
+  usage: (g: number, lo: string, hi: string) => `SELECT toStartOfInterval(started_at, INTERVAL ${g} SECOND) AS b, u.model AS model,
+      sum(ifNull(u.prompt_tokens, 0) + ifNull(u.input_tokens, 0)), sum(ifNull(u.completion_tokens, 0) + ifNull(u.output_tokens, 0)), sum(u.total_tokens)
+    FROM calls ARRAY JOIN usage AS u WHERE project_id = '${PROJECT}' AND started_at >= '${lo}' AND started_at < '${hi}' GROUP BY b, model FORMAT Null`,
+  calls: (g: number, lo: string, hi: string) => `SELECT toStartOfInterval(started_at, INTERVAL ${g} SECOND) AS b, count(), countIf(exception IS NOT NULL),
+      quantiles(0.5, 0.95, 0.99)(dateDiff('millisecond', started_at, ended_at))
+    FROM calls WHERE project_id = '${PROJECT}' AND started_at >= '${lo}' AND started_at < '${hi}' GROUP BY b FORMAT Null`,
+  count: `SELECT count() FROM calls WHERE project_id = '${PROJECT}' AND op_name = '${OP}' FORMAT Null`,
+  usage100: (ids: string[]) => `SELECT r.id, u.model, sum(ifNull(u.prompt_tokens, 0) + ifNull(u.input_tokens, 0)), sum(ifNull(u.completion_tokens, 0) + ifNull(u.output_tokens, 0))
+    FROM calls ARRAY JOIN usage AS u INNER JOIN (SELECT id, trace_id FROM calls WHERE id IN (${ids.map((i) => `'${i}'`).join(', ')})) AS r ON calls.trace_id = r.trace_id
+    WHERE calls.trace_id IN (SELECT trace_id FROM calls WHERE id IN (${ids.map((i) => `'${i}'`).join(', ')})) GROUP BY r.id, u.model FORMAT Null`,
+}
+
+async function main(): Promise<void> {
+  const chdb = loadChdb()
+  if (!chdb) process.stdout.write('chdb not installed (npm --prefix bench/peer-deps install): ClickHouse peer skipped\n')
+  const results: Record<string, unknown> = {}
+  const curve: Record<string, Record<string, (number | null)[]>> = {}
+  for (const [si, n] of sizes.entries()) {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'weft-stats-'))
+    const now = Date.now()
+    const gen = await timed(() => genCalls({ dataDir: dir, calls: n, project: PROJECT, days: 30, ops: 20, models: 5, traceSize: 100, end: new Date(now) }))
+    process.stdout.write(`${n} calls: generated in ${(gen.ms / 1000).toFixed(1)} s\n`)
+    const store = await CallStore.open(dir, { flushIntervalMs: 0 })
+    const compaction = await timed(() => store.compact())
+    const files = store.segments.map((s) => path.join(dir, 'calls', s.file))
+    const bytes = store.segments.reduce((a, s) => a + s.bytes, 0)
+    await store.close()
+    process.stdout.write(`  compaction ${(compaction.ms / 1000).toFixed(1)} s, ${files.length} segments, ${(bytes / n).toFixed(1)} bytes/call\n`)
+
+    const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','), env: { WEFT_ACCESS_LOG: 'false' } })
+    const auth = { authorization: 'Basic ' + Buffer.from('api:' + KEY).toString('base64'), 'content-type': 'application/json' }
+    const post = async (p: string, body: unknown) => {
+      const r = await fetch(server.url + p, { method: 'POST', headers: auth, body: JSON.stringify(body) })
+      const text = await r.text()
+      if (r.status !== 200) throw new Error(`${p} answered ${r.status}: ${text.slice(0, 300)}`)
+      return { json: JSON.parse(text) as Record<string, unknown>, path: r.headers.get('x-weft-stats-path') }
+    }
+    // The rollups build in the background after start; statistics scan until then.
+    const rollupStart = performance.now()
+    while ((await post('/calls/stats', statsBody(now - DAY, now))).path !== 'rollup') await new Promise((r) => setTimeout(r, 200))
+    const rollupS = (performance.now() - rollupStart) / 1000
+    process.stdout.write(`  rollups ready ${rollupS.toFixed(1)} s after start\n`)
+
+    const db = await DuckDBInstance.create(':memory:')
+    const conn: DuckDBConnection = await db.connect()
+    const dq = duckSql(files)
+    const rootIds = (await conn.runAndReadAll(`SELECT id FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}]) WHERE parent_id IS NULL ORDER BY id DESC LIMIT 100`)).getRowObjectsJS().map((r) => String(r.id))
+    const { listValue, timestampValue } = await import('@duckdb/node-api')
+    const tsv = (ms: number) => timestampValue(BigInt(ms) * 1000n)
+
+    let ch: InstanceType<Chdb['Session']> | null = null
+    let chLoadS: number | null = null
+    if (chdb) {
+      const chDir = mkdtempSync(path.join(os.tmpdir(), 'weft-chdb-'))
+      ch = new chdb.Session(chDir)
+      const t = performance.now()
+      const cols = `assumeNotNull(project_id) AS project_id, id, trace_id, parent_id, op_name, assumeNotNull(started_at) AS started_at, ended_at, exception, usage`
+      ch.query(`CREATE TABLE calls ENGINE = MergeTree ORDER BY (project_id, started_at) AS SELECT ${cols} FROM file('${files[0]}', Parquet) WHERE deleted_at IS NULL AND started_at IS NOT NULL`)
+      for (const f of files.slice(1)) ch.query(`INSERT INTO calls SELECT ${cols} FROM file('${f}', Parquet) WHERE deleted_at IS NULL AND started_at IS NOT NULL`)
+      ch.query('OPTIMIZE TABLE calls FINAL')
+      chLoadS = (performance.now() - t) / 1000
+      process.stdout.write(`  ClickHouse MergeTree load ${chLoadS.toFixed(1)} s\n`)
+    }
+
+    const cases: Record<Req, { weft: () => Promise<unknown>; duckdb: () => Promise<unknown>; clickhouse?: () => unknown }> = {
+      stats_30d: {
+        weft: () => post('/calls/stats', statsBody(now - 30 * DAY, now)),
+        duckdb: async () => {
+          const p = [PROJECT, tsv(now - 30 * DAY), tsv(now)]
+          await conn.runAndReadAll(dq.usage(86400), p)
+          await conn.runAndReadAll(dq.calls(86400), p)
+        },
+        clickhouse: ch ? () => {
+          const [lo, hi] = [new Date(now - 30 * DAY).toISOString().slice(0, 19).replace('T', ' '), new Date(now).toISOString().slice(0, 19).replace('T', ' ')]
+          ch!.query(chSql.usage(86400, lo, hi))
+          ch!.query(chSql.calls(86400, lo, hi))
+        } : undefined,
+      },
+      stats_24h: {
+        weft: () => post('/calls/stats', statsBody(now - DAY, now)),
+        duckdb: async () => {
+          const p = [PROJECT, tsv(now - DAY), tsv(now)]
+          await conn.runAndReadAll(dq.usage(21600), p)
+          await conn.runAndReadAll(dq.calls(21600), p)
+        },
+        clickhouse: ch ? () => {
+          const [lo, hi] = [new Date(now - DAY).toISOString().slice(0, 19).replace('T', ' '), new Date(now).toISOString().slice(0, 19).replace('T', ' ')]
+          ch!.query(chSql.usage(21600, lo, hi))
+          ch!.query(chSql.calls(21600, lo, hi))
+        } : undefined,
+      },
+      count_op: {
+        weft: () => post('/calls/query_stats', { project_id: PROJECT, filter: { op_names: [OP] } }),
+        duckdb: () => conn.runAndReadAll(dq.count, [PROJECT, OP]),
+        clickhouse: ch ? () => ch!.query(chSql.count) : undefined,
+      },
+      usage_100_roots: {
+        weft: () => post('/calls/usage', { project_id: PROJECT, call_ids: rootIds }),
+        duckdb: () => conn.runAndReadAll(dq.usage100, [PROJECT, listValue(rootIds)]),
+        clickhouse: ch ? () => ch!.query(chSql.usage100(rootIds)) : undefined,
+      },
+    }
+    const sizeResult: Record<string, unknown> = {
+      calls: n,
+      generate_s: Math.round(gen.ms) / 1000,
+      compaction_s: Math.round(compaction.ms) / 1000,
+      segments: files.length,
+      bytes_per_call: bytes / n,
+      rollups_ready_s: Math.round(rollupS * 10) / 10,
+      clickhouse_load_s: chLoadS,
+    }
+    for (const [name, c] of Object.entries(cases) as [Req, (typeof cases)[Req]][]) {
+      const times: Record<string, number[]> = { weft: [], duckdb: [] }
+      if (c.clickhouse) times.clickhouse = []
+      // Warm every side once (file metadata, caches, JIT).
+      await c.weft()
+      await c.duckdb()
+      c.clickhouse?.()
+      for (let r = 0; r < runs; r++) {
+        times.weft!.push((await timed(c.weft)).ms)
+        times.duckdb!.push((await timed(c.duckdb)).ms)
+        if (c.clickhouse) times.clickhouse!.push((await timed(async () => c.clickhouse!())).ms)
+      }
+      const s: Record<string, Spread> = Object.fromEntries(Object.entries(times).map(([k, v]) => [k, spread(v.map((x) => Math.round(x * 10) / 10))]))
+      const ratios = Object.fromEntries(Object.keys(s).filter((k) => k !== 'weft').map((k) => [`weft_over_${k}`, Math.round((s.weft!.median / s[k]!.median) * 1000) / 1000]))
+      sizeResult[name] = { ms: s, ratios, target_ms: TARGET_MS[name], runs: times }
+      process.stdout.write(`  ${name}: ${Object.entries(s).map(([k, v]) => `${k} ${v.min}/${v.median}/${v.max} ms`).join(', ')}; ${JSON.stringify(ratios)}\n`)
+      curve[name] ??= {}
+      for (const k of ['weft', 'duckdb', 'clickhouse']) {
+        curve[name]![k] ??= sizes.map(() => null)
+        curve[name]![k]![si] = s[k]?.median ?? null
+      }
+    }
+    results[String(n)] = sizeResult
+    conn.closeSync()
+    db.closeSync()
+    await server.stop()
+    rmSync(dir, { recursive: true, force: true })
+  }
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-')
+  const outDir = path.join(ROOT_DIR, 'bench', 'results')
+  mkdirSync(outDir, { recursive: true })
+  const base = path.join(outDir, `stats-${stamp}`)
+  writeFileSync(
+    base + '.json',
+    JSON.stringify(
+      {
+        bench: 'stats',
+        weft_version: VERSION,
+        date: new Date().toISOString(),
+        machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
+        setup: { data: '30 days, 20 ops, 5 models, traces of 100 calls, 1% errors (scripts/gen-calls)', runs, peers: 'DuckDB (@duckdb/node-api) on the compacted Parquet; ClickHouse (chdb) MergeTree loaded from it' },
+        results,
+      },
+      null,
+      2,
+    ) + '\n',
+  )
+  const label = (n: number) => (n >= 1e6 ? `${n / 1e6}M` : `${n / 1e3}k`)
+  writeFileSync(
+    base + '.svg',
+    sizeChart(`weft ${VERSION} statistics: median latency against calls in the project`, sizes.map(label), (Object.keys(curve) as Req[]).map((name) => ({
+      title: `${name} (target ${TARGET_MS[name]} ms)`,
+      series: Object.entries(curve[name]!).filter(([, v]) => v.some((x) => x !== null)).map(([label, values]) => ({ label, values })),
+    }))),
+  )
+  process.stdout.write(`wrote ${base}.json and .svg\n`)
+}
+
+await main()
