@@ -135,8 +135,8 @@ async function main(): Promise<void> {
 
     let ch: InstanceType<Chdb['Session']> | null = null
     let chLoadS: number | null = null
+    const chDir = mkdtempSync(path.join(os.tmpdir(), 'weft-chdb-'))
     if (chdb) {
-      const chDir = mkdtempSync(path.join(os.tmpdir(), 'weft-chdb-'))
       ch = new chdb.Session(chDir)
       const t = performance.now()
       const cols = `assumeNotNull(project_id) AS project_id, id, trace_id, parent_id, op_name, assumeNotNull(started_at) AS started_at, ended_at, exception, usage`
@@ -220,7 +220,9 @@ async function main(): Promise<void> {
     conn.closeSync()
     db.closeSync()
     await server.stop()
+    ch?.cleanup?.()
     rmSync(dir, { recursive: true, force: true })
+    rmSync(chDir, { recursive: true, force: true })
   }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
   const outDir = path.join(ROOT_DIR, 'bench', 'results')

@@ -243,6 +243,22 @@ t.test('filters the rollups hold: op names and trace roots', async (t) => {
   t.equal(capped.json.count, 3, 'capped at limit')
 })
 
+t.test('user and run filters: the per-user tier, or a scan for latency percentiles', async (t) => {
+  const end = BASE + 72 * H
+  const noPct = CALL_METRICS.map((m) => ({ ...m, percentiles: [] }))
+  const strip = (rows: ReturnType<typeof expectedCalls>) => rows.map(({ p50_latency_ms: _a, p95_latency_ms: _b, p99_latency_ms: _c, ...rest }) => rest)
+  const mine = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, call_metrics: noPct, filter: { svc_user_ids: ['admin'] } })
+  t.equal(mine.path, 'rollup')
+  compareCalls(t, mine.json.call_buckets, strip(expectedCalls(hours(BASE, end, 24 * H), end)) as never, 'user admin')
+  const alias = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, call_metrics: noPct, filter: { wb_user_ids: ['someone-else'] } })
+  t.same(alias.json.call_buckets.map((b: any) => b.count), [0, 0, 0], 'wb_user_ids is the same filter; nobody else wrote')
+  const pct = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, call_metrics: CALL_METRICS, filter: { svc_user_ids: ['admin'] } })
+  t.equal(pct.path, 'scan', 'latency percentiles by user are scanned')
+  compareCalls(t, pct.json.call_buckets, expectedCalls(hours(BASE, end, 24 * H), end), 'user admin, percentiles')
+  const runs = await post('/calls/query_stats', { project_id: P, filter: { svc_run_ids: ['run-1'] } })
+  t.equal(runs.json.count, 0, 'no call has a run')
+})
+
 function expectedUsage(bounds: number[], end: number, price: (model: string, started: number) => [number, number] | null) {
   const models = new Set<string>()
   for (const c of live()) if (c.latency !== null && c.started >= bounds[0]! && c.started < end) for (const m of Object.keys(c.usage)) models.add(m)

@@ -479,7 +479,7 @@ export class CallStore {
       if (values.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.${name} has more than ${MAX_FILTER_LIST} entries`)
       const l = params.add(listValue(values))
       where.push(`list_contains(${l}, m.${column})`)
-      narrow.push(`list_contains(${l}, ${column})`)
+      narrow.push(`list_contains(${l}, ${column})${rangeOf(values, column, params)}`)
     }
     if (f.op_names) {
       if (f.op_names.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.op_names has more than ${MAX_FILTER_LIST} entries`)
@@ -521,7 +521,8 @@ export class CallStore {
     const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...filters, ...(extra.where ?? [])]
     if (opts.query) where.push(`coalesce(${compileQuery(opts.query, params)}, false)`)
     const inner = [`project_id = ${p}`]
-    for (const n of narrow) inner.push(n.startsWith('list_contains') && n.endsWith(', id)') ? n : `id IN (SELECT id FROM all_parts WHERE project_id = ${p} AND ${n})`)
+    // A condition on the id itself holds for every part of the call: it filters the merge's input directly.
+    for (const n of narrow) inner.push(/^list_contains\(\$\d+, id\)/.test(n) ? n : `id IN (SELECT id FROM all_parts WHERE project_id = ${p} AND ${n})`)
     inner.push(...(extra.parts ?? []))
     const text = where.join(' ') + ' ' + orderSql + ' ' + (extra.columns ?? []).map((c) => `m.${c}`).join(' ')
     const columns = light ? FOLDED.filter((c) => !HEAVY.has(c) || new RegExp(`\\bm\\.${c}\\b`).test(text)) : FOLDED
@@ -719,6 +720,22 @@ function interruptAfter(conn: DuckDBConnection, ms: number) {
       clearTimeout(t)
     }
   }
+}
+
+/**
+ * ` AND column BETWEEN min AND max` of a list filter: segments are sorted by id (and UUIDv7 ids and
+ * trace ids follow time), so DuckDB's row-group statistics skip what lies outside — a list match
+ * alone cannot use them. Only for ASCII values, where JavaScript's order is DuckDB's byte order.
+ */
+function rangeOf(values: string[], column: string, params: Params): string {
+  if (values.length === 0 || values.some((v) => !/^[\x20-\x7e]*$/.test(v))) return ''
+  let lo = values[0]!
+  let hi = values[0]!
+  for (const v of values) {
+    if (v < lo) lo = v
+    if (v > hi) hi = v
+  }
+  return ` AND ${column} >= ${params.add(lo)} AND ${column} <= ${params.add(hi)}`
 }
 
 function walNumber(name: string): number {

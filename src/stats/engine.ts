@@ -83,7 +83,7 @@ class Accumulator {
  */
 function dimFilter(f: CallFilter | null | undefined, params: Params): { conds: string[]; tier: Tier } | null {
   const conds: string[] = []
-  if (!f) return { conds, tier: 'coarse' }
+  if (!f) return { conds, tier: 'project' }
   const answerable = new Set(['op_names', 'trace_roots_only', 'svc_user_ids', 'wb_user_ids', 'svc_run_ids', 'wb_run_ids'])
   for (const [k, v] of Object.entries(f)) if (v !== null && v !== undefined && !answerable.has(k)) return null
   if (f.op_names) {
@@ -93,10 +93,10 @@ function dimFilter(f: CallFilter | null | undefined, params: Params): { conds: s
     conds.push(ors.length ? `(${ors.join(' OR ')})` : 'false')
   }
   if (f.trace_roots_only) conds.push('is_root')
-  let tier: Tier = 'coarse'
+  let tier: Tier = f.op_names ? 'op' : 'project'
   for (const [col, a, b] of [['user_id', f.svc_user_ids, f.wb_user_ids], ['run_id', f.svc_run_ids, f.wb_run_ids]] as const) {
     if (!a && !b) continue
-    tier = 'fine'
+    tier = 'user'
     const l = [...new Set([...(a ?? []), ...(b ?? [])])]
     conds.push(l.length ? `list_contains(${params.add(listValue(l))}, ${col})` : 'false')
   }
@@ -162,8 +162,8 @@ export class CallStats {
       this.rollups?.ready === true &&
       dims !== null &&
       onHours(starts) &&
-      // The per-user tier has no latency histogram.
-      !(dims.tier === 'fine' && callCols.some((c) => c.p !== undefined && c.metric === 'latency_ms')) &&
+      // The user tier has no latency histogram.
+      !(dims.tier === 'user' && callCols.some((c) => c.p !== undefined && c.metric === 'latency_ms')) &&
       !usageCols.some((c) => c.p !== undefined || (c.metric === 'total_cost' && (c.agg === 'min' || c.agg === 'max')))
     if (!rollupOk) {
       await this.scan(acc, req, [[start, end]], starts, callCols, usageCols, spans)

@@ -8,7 +8,7 @@ import { binSql } from './sketch.js'
  *   rollup_calls   call count, latency count/sum/min/max, error count
  *   rollup_latency latency histogram (sketch bins, see sketch.ts) for percentiles
  *   rollup_usage   per model: pair count, and sum/count/min/max of each token metric
- * and, per user and run as well, rollup_calls_by_user and rollup_usage_by_user (see Tier).
+ * in tiers of dimensions (see Tier).
  * Parts past `x` (the tail, segments not yet added) are combined at query time as a correction:
  * the merged calls they touch are added as they are now and subtracted as they were at `x`
  * (freshDelta). Sums, counts and bins subtract exactly; a minimum or maximum cannot, so a
@@ -16,20 +16,26 @@ import { binSql } from './sketch.js'
  * the next rebuild (every compaction) clears it.
  */
 /**
- * Two tiers: `coarse` per (project, hour, op, trace root or not) holds all three tables; `fine` adds
- * user and run for filters on them, without the latency histogram (users × runs × bins would make
- * it as large as the calls): percentiles filtered by user or run are scanned.
+ * Three tiers, each answering the filters on its dimensions: `project` per (project, hour, trace root
+ * or not) for requests without an op filter; `op` adds the op; `user` adds user and run, without the
+ * latency histogram (users × runs × bins would make it as large as the calls): percentiles filtered
+ * by user or run are scanned. The smallest tier that can answer a request does.
  */
-export type Tier = 'coarse' | 'fine'
+export type Tier = 'project' | 'op' | 'user'
 export type Table = 'calls' | 'latency' | 'usage'
 export const TIER_DIMS: Record<Tier, readonly string[]> = {
-  coarse: ['project_id', 'hour', 'op_name', 'is_root'],
-  fine: ['project_id', 'hour', 'op_name', 'is_root', 'user_id', 'run_id'],
+  project: ['project_id', 'hour', 'is_root'],
+  op: ['project_id', 'hour', 'op_name', 'is_root'],
+  user: ['project_id', 'hour', 'op_name', 'is_root', 'user_id', 'run_id'],
 }
 const DIM_TYPES: Record<string, string> = { project_id: 'VARCHAR', hour: 'TIMESTAMP', op_name: 'VARCHAR', is_root: 'BOOLEAN', user_id: 'VARCHAR', run_id: 'VARCHAR' }
 /** Every table kept: (table, tier). */
-export const TABLES: readonly [Table, Tier][] = [['calls', 'coarse'], ['latency', 'coarse'], ['usage', 'coarse'], ['calls', 'fine'], ['usage', 'fine']]
-export const tableName = (t: Table, tier: Tier) => `rollup_${t}${tier === 'fine' ? '_by_user' : ''}`
+export const TABLES: readonly [Table, Tier][] = [
+  ['calls', 'project'], ['latency', 'project'], ['usage', 'project'],
+  ['calls', 'op'], ['latency', 'op'], ['usage', 'op'],
+  ['calls', 'user'], ['usage', 'user'],
+]
+export const tableName = (t: Table, tier: Tier) => `rollup_${t}_by_${tier}`
 
 /** Token metrics kept per model: the SQL over one `summary.usage` row `u`. */
 export const TOKEN_METRICS = {
@@ -127,7 +133,10 @@ export class Rollups {
         const lo = i > 0 ? ranges[i - 1]! : null
         const hi = i < ranges.length ? ranges[i]! : null
         const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq <= ${x} AND ($1::VARCHAR IS NULL OR id >= $1) AND ($2::VARCHAR IS NULL OR id < $2)`
-        for (const [t, tier] of TABLES) await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution(mergedOf(ids, String(x)), 1, t, tier)}`, [lo, hi])
+        // Merged once per range, then summed into every table.
+        await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(ids, String(x))}`, [lo, hi])
+        for (const [t, tier] of TABLES) await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)}`)
+        await c.run('DROP TABLE merged_now')
       }
       await c.run(`INSERT INTO rollup_meta VALUES (${x})`)
       await c.run('COMMIT')
@@ -151,9 +160,13 @@ export class Rollups {
       const from = Number((await c.runAndReadAll('SELECT x FROM rollup_meta')).getRowsJS()[0]![0])
       if (to > from) {
         const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq > ${from} AND seq <= ${to}`
+        await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(ids, String(to))}`)
+        await c.run(`CREATE OR REPLACE TEMP TABLE merged_before AS SELECT * FROM ${mergedOf(ids, String(from))}`)
         for (const [t, tier] of TABLES) {
-          await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution(mergedOf(ids, String(to)), 1, t, tier)} UNION ALL ${contribution(mergedOf(ids, String(from)), -1, t, tier)}`)
+          await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)} UNION ALL ${contribution('merged_before', -1, t, tier)}`)
         }
+        await c.run('DROP TABLE merged_now')
+        await c.run('DROP TABLE merged_before')
         await c.run(`UPDATE rollup_meta SET x = ${to}`)
       }
       await c.run('COMMIT')
