@@ -42,6 +42,7 @@ t.test('service endpoints need no credentials', async (t) => {
   t.equal(h.status, 200)
   t.same(h.json, { status: 'ok' })
   t.match(h.headers.get('x-request-id'), /^[0-9a-f-]{36}$/)
+  t.equal(h.headers.get('keep-alive'), 'timeout=5', 'clients learn to drop idle sockets before the server does (10 s)')
   const v = await call('GET', '/version')
   t.equal(v.status, 200)
   t.match(v.json, { version: /^\d+\.\d+\.\d+/, node: process.version, duckdb: /^v1\./ })

@@ -101,7 +101,9 @@ export class App {
     const incomingId = ex.headers['x-request-id']
     const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : randomUUID()
     const cors = this.corsHeaders(ex.headers.origin)
-    const base: [string, string][] = [['x-request-id', requestId], ...cors]
+    // uWebSockets.js closes a connection idle for 10 s; clients that keep sockets (undici, the SDKs)
+    // reuse one only within the timeout announced here, so they never write into a closing socket.
+    const base: [string, string][] = [['x-request-id', requestId], ['keep-alive', 'timeout=5'], ...cors]
     let family = familyOfPath(ex.path)
     let status = 0
     let principal: Principal | null = null

@@ -104,21 +104,38 @@ export class UsageRollup {
     private readonly prices: Prices,
   ) {}
 
+  /**
+   * The calls (up to limit) with their usage as flat rows, one per (call, model), a call without
+   * usage once: nested lists cost far more to bring out of DuckDB than scalar columns.
+   */
   private async fetch(project: string, filter: CallFilter, query: { $expr: unknown } | null | undefined, limit: number): Promise<Fetched[]> {
     const params = new Params()
     const rel = this.store.relation(project, { filter, query }, params, { columns: ['usage'] })
+    const fields = ['model', 'requests', 'prompt_tokens', 'input_tokens', 'completion_tokens', 'output_tokens', 'total_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens']
     const rows = await this.store.rows(
-      `SELECT m.id, m.parent_id, m.trace_id, epoch_ms(m.started_at) AS started_ms, m.ended_at IS NOT NULL AS ended, m.usage FROM ${rel} ORDER BY m.started_at, m.id LIMIT ${params.add(limit)}`,
+      `SELECT id, parent_id, trace_id, started_ms, ended, ${fields.map((f) => `u.${f} AS u_${f}`).join(', ')}
+      FROM (SELECT *, unnest(CASE WHEN usage IS NULL OR len(usage) = 0 THEN [NULL] ELSE usage END) AS u FROM (
+        SELECT m.id, m.parent_id, m.trace_id, m.started_at, epoch_ms(m.started_at) AS started_ms, m.ended_at IS NOT NULL AS ended, m.usage
+        FROM ${rel} ORDER BY m.started_at, m.id LIMIT ${params.add(limit)}))`,
       params,
     )
-    return rows.map((r) => ({
-      id: String(r.id),
-      parent_id: (r.parent_id as string | null) ?? null,
-      trace_id: String(r.trace_id),
-      started_ms: Number(r.started_ms),
-      ended: Boolean(r.ended),
-      usage: ((r.usage as Record<string, unknown>[] | null) ?? []).map((u) => Object.fromEntries(Object.entries(u).map(([k, v]) => [k, typeof v === 'bigint' ? Number(v) : v]))) as Fetched['usage'],
-    }))
+    const calls = new Map<string, Fetched>()
+    for (const r of rows) {
+      const id = String(r.id)
+      let c = calls.get(id)
+      if (!c) {
+        c = { id, parent_id: (r.parent_id as string | null) ?? null, trace_id: String(r.trace_id), started_ms: Number(r.started_ms), ended: Boolean(r.ended), usage: [] }
+        calls.set(id, c)
+      }
+      if (r.u_model === null || r.u_model === undefined) continue
+      const u: Record<string, number | string | null> = {}
+      for (const f of fields) {
+        const v = r[`u_${f}`]
+        u[f] = typeof v === 'bigint' ? Number(v) : (v as number | string | null)
+      }
+      c.usage!.push(u)
+    }
+    return [...calls.values()]
   }
 
   /**
