@@ -112,6 +112,22 @@ async function main(): Promise<void> {
     await store.close()
     process.stdout.write(`  compaction ${(compaction.ms / 1000).toFixed(1)} s, ${files.length} segments, ${(bytes / n).toFixed(1)} bytes/call\n`)
 
+    // ClickHouse loads first: chdb's calls are synchronous, and a blocked event loop would leave
+    // idle sockets to the server unreaped.
+    let ch: InstanceType<Chdb['Session']> | null = null
+    let chLoadS: number | null = null
+    const chDir = mkdtempSync(path.join(os.tmpdir(), 'weft-chdb-'))
+    if (chdb) {
+      ch = new chdb.Session(chDir)
+      const t = performance.now()
+      const cols = `assumeNotNull(project_id) AS project_id, id, trace_id, parent_id, op_name, assumeNotNull(started_at) AS started_at, ended_at, exception, usage`
+      ch.query(`CREATE TABLE calls ENGINE = MergeTree ORDER BY (project_id, started_at) AS SELECT ${cols} FROM file('${files[0]}', Parquet) WHERE deleted_at IS NULL AND started_at IS NOT NULL`)
+      for (const f of files.slice(1)) ch.query(`INSERT INTO calls SELECT ${cols} FROM file('${f}', Parquet) WHERE deleted_at IS NULL AND started_at IS NOT NULL`)
+      ch.query('OPTIMIZE TABLE calls FINAL')
+      chLoadS = (performance.now() - t) / 1000
+      process.stdout.write(`  ClickHouse MergeTree load ${chLoadS.toFixed(1)} s\n`)
+    }
+
     const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','), env: { WEFT_ACCESS_LOG: 'false' } })
     const auth = { authorization: 'Basic ' + Buffer.from('api:' + KEY).toString('base64'), 'content-type': 'application/json' }
     const post = async (p: string, body: unknown) => {
@@ -132,20 +148,6 @@ async function main(): Promise<void> {
     const rootIds = (await conn.runAndReadAll(`SELECT id FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}]) WHERE parent_id IS NULL ORDER BY id DESC LIMIT 100`)).getRowObjectsJS().map((r) => String(r.id))
     const { listValue, timestampValue } = await import('@duckdb/node-api')
     const tsv = (ms: number) => timestampValue(BigInt(ms) * 1000n)
-
-    let ch: InstanceType<Chdb['Session']> | null = null
-    let chLoadS: number | null = null
-    const chDir = mkdtempSync(path.join(os.tmpdir(), 'weft-chdb-'))
-    if (chdb) {
-      ch = new chdb.Session(chDir)
-      const t = performance.now()
-      const cols = `assumeNotNull(project_id) AS project_id, id, trace_id, parent_id, op_name, assumeNotNull(started_at) AS started_at, ended_at, exception, usage`
-      ch.query(`CREATE TABLE calls ENGINE = MergeTree ORDER BY (project_id, started_at) AS SELECT ${cols} FROM file('${files[0]}', Parquet) WHERE deleted_at IS NULL AND started_at IS NOT NULL`)
-      for (const f of files.slice(1)) ch.query(`INSERT INTO calls SELECT ${cols} FROM file('${f}', Parquet) WHERE deleted_at IS NULL AND started_at IS NOT NULL`)
-      ch.query('OPTIMIZE TABLE calls FINAL')
-      chLoadS = (performance.now() - t) / 1000
-      process.stdout.write(`  ClickHouse MergeTree load ${chLoadS.toFixed(1)} s\n`)
-    }
 
     const cases: Record<Req, { weft: () => Promise<unknown>; duckdb: () => Promise<unknown>; clickhouse?: () => unknown }> = {
       stats_30d: {

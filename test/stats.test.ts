@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { startServer, type TestServer } from './helpers/server.js'
+import { postJson, startServer, type TestServer } from './helpers/server.js'
 
 /**
  * /calls/stats and /calls/query_stats against values computed here, independently, from the calls
@@ -73,13 +73,8 @@ for (let i = 0; i < 400; i++) {
 for (const c of calls) if (c.usage['gpt-4o']?.input_tokens !== undefined) c.usage['gpt-4o']!.total_tokens = 0
 
 async function post(path: string, body: unknown) {
-  const res = await fetch(s.url + path, { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify(body) })
-  const text = await res.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {}
-  return { status: res.status, json, text, path: res.headers.get('x-weft-stats-path') }
+  const r = await postJson(s, path, body)
+  return { ...r, path: r.headers.get('x-weft-stats-path') }
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()

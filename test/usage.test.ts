@@ -1,6 +1,6 @@
 import t from 'tap'
 import { rm } from 'node:fs/promises'
-import { startServer, tempDir, type TestServer } from './helpers/server.js'
+import { postJson, startServer, tempDir, type TestServer } from './helpers/server.js'
 import { openAnalytics, startPart, endPart } from '../src/index.js'
 
 let s: TestServer
@@ -13,15 +13,7 @@ const P = 'acme/usage'
 let n = 0
 const uuid = () => `01900000-0000-7000-9000-${(++n).toString(16).padStart(12, '0')}`
 
-async function post(path: string, body: unknown) {
-  const res = await fetch(s.url + path, { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify(body) })
-  const text = await res.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {}
-  return { status: res.status, json, text }
-}
+const post = (path: string, body: unknown) => postJson(s, path, body)
 
 interface Node {
   id: string

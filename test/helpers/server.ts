@@ -89,3 +89,14 @@ export async function startServer(opts: { dataDir?: string; env?: Record<string,
     bearer: (k = key ?? '') => ({ authorization: 'Bearer ' + k }),
   }
 }
+
+/** POSTs JSON with the server's admin key; the body parsed when it is JSON, the headers kept. */
+export async function postJson(s: TestServer, path: string, body: unknown) {
+  const res = await fetch(s.url + path, { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  const text = await res.text()
+  let json: any
+  try {
+    json = JSON.parse(text)
+  } catch {}
+  return { status: res.status, json, text, headers: res.headers }
+}
