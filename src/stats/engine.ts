@@ -238,7 +238,7 @@ export class CallStats {
     if (callCols.length) tasks.push((async () => {
       const params = new Params()
       const ctes = this.ctes(params, starts, [])
-      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, extraFor(params))
+      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, { ...extraFor(params), only: ['started_at', 'ended_at', 'exception'] })
       const rows = await this.store.rows(
         `${ctes}, c AS (SELECT m.started_at AS t, epoch_ms(m.ended_at) - epoch_ms(m.started_at) AS lat, (m.exception IS NOT NULL)::INTEGER AS err FROM ${rel}),
         x AS (SELECT epoch_ms(b.ts) AS bucket, ${binSql('lat')} AS k, * FROM c ASOF JOIN b ON c.t >= b.ts)
@@ -258,7 +258,7 @@ export class CallStats {
     if (usageCols.length) tasks.push((async () => {
       const params = new Params()
       const ctes = this.ctes(params, starts, spans)
-      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, { ...extraFor(params), columns: ['usage'] })
+      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, { ...extraFor(params), only: ['started_at', 'usage'] })
       const metricSql = [...TOKEN_NAMES, 'input_cost', 'output_cost', 'total_cost']
       const pcts = usageCols.filter((c) => c.p !== undefined)
       const rows = await this.store.rows(

@@ -110,7 +110,7 @@ export class UsageRollup {
    */
   private async fetch(project: string, filter: CallFilter, query: { $expr: unknown } | null | undefined, limit: number): Promise<Fetched[]> {
     const params = new Params()
-    const rel = this.store.relation(project, { filter, query }, params, { columns: ['usage'] })
+    const rel = this.store.relation(project, { filter, query }, params, { only: ['parent_id', 'trace_id', 'started_at', 'ended_at', 'usage'] })
     const fields = ['model', 'requests', 'prompt_tokens', 'input_tokens', 'completion_tokens', 'output_tokens', 'total_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens']
     const rows = await this.store.rows(
       `SELECT id, parent_id, trace_id, started_ms, ended, ${fields.map((f) => `u.${f} AS u_${f}`).join(', ')}
@@ -149,7 +149,7 @@ export class UsageRollup {
     const result: Record<string, UsageMap> = Object.fromEntries(wanted.map((id) => [id, {}]))
     if (wanted.length === 0) return { call_usage: result, unfinished_call_ids: [] }
     const params = new Params()
-    const rel = this.store.relation(project, { filter: { call_ids: wanted } }, params)
+    const rel = this.store.relation(project, { filter: { call_ids: wanted } }, params, { only: ['trace_id', 'started_at'] })
     const traces = [...new Set((await this.store.rows(`SELECT DISTINCT trace_id FROM (SELECT m.trace_id FROM ${rel}) WHERE trace_id IS NOT NULL`, params)).map((r) => String(r.trace_id)))].sort()
     const prices = includeCosts ? await this.prices.forProject(project) : null
     const unfinished = new Set<string>()
