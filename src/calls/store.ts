@@ -423,6 +423,11 @@ export class CallStore {
     return run
   }
 
+  /** The data directory the store lives in (its files are under `calls/`). */
+  get dataDir(): string {
+    return path.dirname(this.dir)
+  }
+
   /** The highest seq given to a part so far: every acknowledged part is at or below it. */
   get lastSeq(): number {
     return Number(this.seq)

@@ -1,4 +1,7 @@
+import fs from 'node:fs/promises'
+import path from 'node:path'
 import type { DuckDBConnection } from '@duckdb/node-api'
+import { fsyncPath } from '../calls/segments.js'
 import { merged, type CallStore } from '../calls/store.js'
 import { binSql } from './sketch.js'
 
@@ -115,9 +118,90 @@ export class Rollups {
   async start(): Promise<void> {
     this.conn = await this.store.duck.connect()
     for (const d of DDL) await this.conn.run(d)
-    this.store.onSegments((event) => (event === 'compact' ? this.rebuild() : this.advance()))
-    // The first build runs in turn with flushes; the server answers (by scanning) meanwhile.
-    void this.store.exclusive(() => this.rebuild()).catch(() => {})
+    this.store.onSegments(async (event) => {
+      if (event === 'flush') return this.advance()
+      await this.rebuild()
+      await this.save()
+    })
+    // The first build runs in turn with flushes; the server answers (by scanning) meanwhile. Saved
+    // tables are loaded and brought up to date instead when there are some.
+    void this.store
+      .exclusive(async () => {
+        if (await this.load().catch(() => false)) return
+        await this.rebuild()
+        await this.save()
+      })
+      .catch(() => {})
+  }
+
+  /** How the tables were last built: `loaded` from disk at start, or `rebuilt` from the segments. */
+  origin: 'loaded' | 'rebuilt' | null = null
+
+  private get saveDir(): string {
+    return path.join(this.store.dataDir, 'rollups')
+  }
+
+  /**
+   * Writes the tables to `DATA_DIR/rollups/` (one Parquet file per table, named by generation) and
+   * then, atomically, `rollups.json` naming them with their `x`. They are derived data: anything
+   * missing or inconsistent at load only means a rebuild.
+   */
+  async save(): Promise<void> {
+    if (!this.ready) return
+    const c = this.conn!
+    const dir = this.saveDir
+    await fs.mkdir(dir, { recursive: true })
+    const gen = Date.now()
+    const files: Record<string, string> = {}
+    for (const [t, tier] of TABLES) {
+      const name = `${tableName(t, tier)}-${gen}.parquet`
+      await c.run(`COPY ${tableName(t, tier)} TO '${path.join(dir, name)}' (FORMAT parquet, COMPRESSION zstd)`)
+      await fsyncPath(path.join(dir, name))
+      files[tableName(t, tier)] = name
+    }
+    const meta = path.join(dir, 'rollups.json')
+    await fs.writeFile(meta + '.tmp', JSON.stringify({ version: 1, x: this.x, files }))
+    await fsyncPath(meta + '.tmp')
+    await fs.rename(meta + '.tmp', meta)
+    await fsyncPath(dir)
+    const keep = new Set(['rollups.json', ...Object.values(files)])
+    for (const f of await fs.readdir(dir)) if (!keep.has(f)) await fs.rm(path.join(dir, f), { force: true })
+  }
+
+  /** Loads saved tables if they are consistent with the store, then adds what was flushed since. */
+  private async load(): Promise<boolean> {
+    const dir = this.saveDir
+    let meta: { version: number; x: number; files: Record<string, string> }
+    try {
+      meta = JSON.parse(await fs.readFile(path.join(dir, 'rollups.json'), 'utf8'))
+    } catch {
+      return false
+    }
+    // Saved past what the segments hold (a data directory swapped under them): not ours.
+    if (meta.version !== 1 || !Number.isInteger(meta.x) || meta.x > this.store.flushedSeq) return false
+    const c = this.conn!
+    await c.run('BEGIN TRANSACTION')
+    try {
+      for (const [t, tier] of TABLES) {
+        const name = meta.files[tableName(t, tier)]
+        if (!name || !/^rollup_[a-z_]+-\d+\.parquet$/.test(name)) throw new Error('rollup file missing from rollups.json')
+        await c.run(`DELETE FROM ${tableName(t, tier)}`)
+        await c.run(`INSERT INTO ${tableName(t, tier)} SELECT * FROM read_parquet('${path.join(dir, name)}')`)
+      }
+      await c.run('DELETE FROM rollup_meta')
+      await c.run(`INSERT INTO rollup_meta VALUES (${meta.x})`)
+      await c.run('COMMIT')
+    } catch (e) {
+      await c.run('ROLLBACK').catch(() => {})
+      throw e
+    }
+    this.x = meta.x
+    this.baseRows = await this.size()
+    this.addedRows = 0
+    this.ready = true
+    this.origin = 'loaded'
+    await this.advance()
+    return true
   }
 
   /** Rebuilds every table from the segments, one id range at a time (bounded memory). */
@@ -148,6 +232,7 @@ export class Rollups {
     // One row per group, sorted by hour.
     await this.consolidate()
     this.ready = true
+    this.origin = 'rebuilt'
   }
 
   /** After a flush: adds the correction for the parts now in Parquet, then moves `x` past them. */
@@ -224,7 +309,10 @@ export class Rollups {
     return Number(r.getRowsJS()[0]![0])
   }
 
-  close(): void {
+  /** Saves the tables (so the next start loads them instead of rebuilding) and closes. */
+  async close(): Promise<void> {
+    await this.save().catch(() => {})
     this.conn?.closeSync()
+    this.conn = undefined
   }
 }
