@@ -75,9 +75,9 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
       accessLog: config.accessLog,
     })
     app.add(metaRoutes(() => app.routes))
-    app.add(adminRoutes(keys, calls, pool, () => app.pending))
     app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
     const analytics = await attachAnalytics(calls, catalog, config.prices)
+    app.add(adminRoutes(keys, calls, pool, () => app.pending, analytics.rollups))
     app.add(callRoutes(calls, pool, config.maxQueryRows, analytics.prices, analytics.stats))
     app.add(statsRoutes(analytics.stats, analytics.usage, analytics.prices))
     app.add(otelRoutes(calls, pool, config.maxBodyBytes))

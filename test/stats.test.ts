@@ -420,6 +420,8 @@ t.test('a call acknowledged a moment ago is counted at once', async (t) => {
   const sums = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, call_metrics: [{ metric: 'call_count' }] })
   t.equal(sums.path, 'rollup', 'counts: the rollups plus the fresh correction')
   t.equal(sums.json.call_buckets[0].sum_call_count, live().filter((x) => x.started < BASE + 24 * H).length)
+  const admin = (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as { rollups: { ready: boolean; origin: string; x: number; parts_past_x: number } }
+  t.match(admin.rollups, { ready: true, origin: /^(loaded|rebuilt)$/, x: Number, parts_past_x: Number }, '/admin/stats shows the rollups')
   t.equal(got.json.call_buckets[0].max_latency_ms, 77_777, 'its latency is the new maximum')
 })
 

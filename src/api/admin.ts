@@ -4,6 +4,7 @@ import { ApiError } from '../http/errors.js'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { route, type RouteDef } from '../http/route.js'
 import type { CallStore } from '../calls/store.js'
+import type { Rollups } from '../stats/rollups.js'
 import type { IngestPool } from '../calls/ingest-pool.js'
 
 const KeyInfoSchema = Type.Object({
@@ -50,7 +51,7 @@ const ELD_RESOLUTION_MS = 2
 const delayMs = (ns: number) => Math.max(0, Math.round(ns / 1e4) / 100 - ELD_RESOLUTION_MS)
 
 /** API key management for admins (`weft keys` uses these when a server holds the catalog), and process stats. */
-export function adminRoutes(keys: KeyStore, calls: CallStore, ingest?: IngestPool, inFlight?: () => number): RouteDef[] {
+export function adminRoutes(keys: KeyStore, calls: CallStore, ingest?: IngestPool, inFlight?: () => number, rollups?: Rollups): RouteDef[] {
   // Event-loop delay since start (or the last reset).
   const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS })
   eld.enable()
@@ -70,6 +71,8 @@ export function adminRoutes(keys: KeyStore, calls: CallStore, ingest?: IngestPoo
           memory: { rss_bytes: mem.rss, heap_used_bytes: mem.heapUsed, external_bytes: mem.external },
           calls: calls.stats(),
           ingest: ingest?.stats ?? null,
+          // Statistics pre-aggregates: built yet, how (loaded or rebuilt), and up to which part.
+          rollups: rollups ? { ready: rollups.ready, origin: rollups.origin, x: rollups.x, parts_past_x: Math.max(0, calls.lastSeq - rollups.x) } : null,
           /** Requests being handled, this one included. */
           in_flight: inFlight?.() ?? null,
         }
