@@ -224,62 +224,54 @@ export class CallStats {
     await Promise.all(ranges.filter((r) => r.lo !== null).map((r) => this.scanWindow(acc, req, windows[Number(r.w)]!, String(r.lo), String(r.hi), starts, callCols, usageCols, spans)))
   }
 
+  /**
+   * One window, one merge: the calls starting in it are merged once (a materialised CTE) and both
+   * the call groups (with latency bins) and the usage groups are computed from it, returned
+   * together (`kind` c or u; UNION ALL BY NAME fills the other side's columns with NULL).
+   */
   private async scanWindow(acc: Accumulator, req: StatsRequest, window: [number, number], loId: string, hiId: string, starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
     const [wlo, whi] = window
-    const extraFor = (params: Params) => {
-      const ids = `id >= ${params.add(loId)} AND id <= ${params.add(hiId)}`
-      return {
-        where: [`m.started_at >= ${ts(wlo)} AND m.started_at < ${ts(whi)}`],
-        narrow: [] as string[],
-        parts: [ids],
-      }
+    const params = new Params()
+    const ctes = this.ctes(params, starts, usageCols.length ? spans : [])
+    const ids = `id >= ${params.add(loId)} AND id <= ${params.add(hiId)}`
+    const only = ['started_at', ...(callCols.length ? ['ended_at', 'exception'] : []), ...(usageCols.length ? ['usage'] : [])]
+    const rel = this.store.relation(req.project_id, { filter: req.filter }, params, { where: [`m.started_at >= ${ts(wlo)} AND m.started_at < ${ts(whi)}`], parts: [ids], only })
+    const metricSql = [...TOKEN_NAMES, 'input_cost', 'output_cost', 'total_cost']
+    const pcts = usageCols.filter((c) => c.p !== undefined)
+    const parts: string[] = []
+    if (callCols.length) {
+      parts.push(`SELECT 'c' AS kind, bucket, k, grouping(k) AS g, count(*) AS n, count(lat) AS lat_n, coalesce(sum(lat), 0)::BIGINT AS lat_sum, min(lat) AS lat_min, max(lat) AS lat_max, sum(err)::BIGINT AS err
+        FROM (SELECT epoch_ms(b.ts) AS bucket, ${binSql('lat')} AS k, lat, err FROM
+          (SELECT t, epoch_ms(ended_at) - epoch_ms(t) AS lat, (exception IS NOT NULL)::INTEGER AS err FROM mm) c ASOF JOIN b ON c.t >= b.ts)
+        GROUP BY GROUPING SETS ((bucket), (bucket, k))`)
     }
-    const tasks: Promise<void>[] = []
-    if (callCols.length) tasks.push((async () => {
-      const params = new Params()
-      const ctes = this.ctes(params, starts, [])
-      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, { ...extraFor(params), only: ['started_at', 'ended_at', 'exception'] })
-      const rows = await this.store.rows(
-        `${ctes}, c AS (SELECT m.started_at AS t, epoch_ms(m.ended_at) - epoch_ms(m.started_at) AS lat, (m.exception IS NOT NULL)::INTEGER AS err FROM ${rel}),
-        x AS (SELECT epoch_ms(b.ts) AS bucket, ${binSql('lat')} AS k, * FROM c ASOF JOIN b ON c.t >= b.ts)
-        SELECT bucket, k, grouping(k) AS g, count(*) AS n, count(lat) AS lat_n, coalesce(sum(lat), 0)::BIGINT AS lat_sum, min(lat) AS lat_min, max(lat) AS lat_max, sum(err)::BIGINT AS err
-        FROM x GROUP BY GROUPING SETS ((bucket), (bucket, k))`,
-        params,
-      )
-      for (const r of rows) {
+    if (usageCols.length) {
+      parts.push(`SELECT 'u' AS kind, epoch_ms(b.ts) AS bucket, model, count(*) AS n,
+          ${metricSql.map((m) => `coalesce(sum(${m}), 0)::DOUBLE AS ${m}_sum, count(${m}) AS ${m}_n, min(${m})::DOUBLE AS ${m}_min, max(${m})::DOUBLE AS ${m}_max`).join(',\n          ')}
+          ${pcts.map((c, i) => `, quantile_cont(${c.metric}, ${c.p! / 100}) AS p${i}`).join('')}
+        FROM (SELECT v.*, input_tokens * sp.pc AS input_cost, output_tokens * sp.cc AS output_cost, input_tokens * sp.pc + output_tokens * sp.cc AS total_cost
+          FROM (SELECT t, u.model AS model, ${TOKEN_NAMES.map((m) => `(${TOKEN_METRICS[m]})::BIGINT AS ${m}`).join(', ')}
+            FROM (SELECT t, unnest(usage) AS u FROM mm) WHERE u.model IS NOT NULL) v
+          LEFT JOIN sp ON sp.llm = v.model AND v.t >= sp.f AND v.t < sp.t) w
+        ASOF JOIN b ON w.t >= b.ts GROUP BY 2, 3`)
+    }
+    const cols = ['m.started_at AS t', ...(callCols.length ? ['m.ended_at', 'm.exception'] : []), ...(usageCols.length ? ['m.usage'] : [])]
+    const rows = await this.store.rows(`${ctes}, mm AS MATERIALIZED (SELECT ${cols.join(', ')} FROM ${rel}) ${parts.join(' UNION ALL BY NAME ')}`, params)
+    for (const r of rows) {
+      if (r.kind === 'c') {
         const a = acc.call(Number(r.bucket))
         if (Number(r.g) === 1) {
           a.n += Number(r.n)
           a.err += Number(r.err)
           addAgg(a.lat, r.lat_sum, r.lat_n, r.lat_min, r.lat_max)
         } else if (r.k !== null && Number(r.lat_n) > 0) a.bins.set(Number(r.k), (a.bins.get(Number(r.k)) ?? 0) + Number(r.lat_n))
-      }
-    })())
-    if (usageCols.length) tasks.push((async () => {
-      const params = new Params()
-      const ctes = this.ctes(params, starts, spans)
-      const rel = this.store.relation(req.project_id, { filter: req.filter }, params, { ...extraFor(params), only: ['started_at', 'usage'] })
-      const metricSql = [...TOKEN_NAMES, 'input_cost', 'output_cost', 'total_cost']
-      const pcts = usageCols.filter((c) => c.p !== undefined)
-      const rows = await this.store.rows(
-        `${ctes}, u AS (SELECT m.started_at AS t, unnest(m.usage) AS u FROM ${rel}),
-        v AS (SELECT t, u.model AS model, ${TOKEN_NAMES.map((m) => `(${TOKEN_METRICS[m]})::BIGINT AS ${m}`).join(', ')} FROM u WHERE u.model IS NOT NULL),
-        w AS (SELECT v.*, input_tokens * sp.pc AS input_cost, output_tokens * sp.cc AS output_cost, input_tokens * sp.pc + output_tokens * sp.cc AS total_cost
-          FROM v LEFT JOIN sp ON sp.llm = v.model AND v.t >= sp.f AND v.t < sp.t)
-        SELECT epoch_ms(b.ts) AS bucket, model, count(*) AS n,
-          ${metricSql.map((m) => `coalesce(sum(${m}), 0)::DOUBLE AS ${m}_sum, count(${m}) AS ${m}_n, min(${m})::DOUBLE AS ${m}_min, max(${m})::DOUBLE AS ${m}_max`).join(',\n          ')}
-          ${pcts.map((c, i) => `, quantile_cont(${c.metric}, ${c.p! / 100}) AS p${i}`).join('')}
-        FROM w ASOF JOIN b ON w.t >= b.ts GROUP BY 1, 2`,
-        params,
-      )
-      for (const r of rows) {
+      } else {
         const a = acc.use(Number(r.bucket), String(r.model))
         a.n += Number(r.n)
         for (const m of metricSql) addAgg(a.m[m]!, r[`${m}_sum`], r[`${m}_n`], r[`${m}_min`], r[`${m}_max`])
         pcts.forEach((c, i) => a.pct.set(c.name, r[`p${i}`] === null ? null : Number(r[`p${i}`])))
       }
-    })())
-    await Promise.all(tasks)
+    }
   }
 
   /**
