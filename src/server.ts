@@ -108,6 +108,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
         const outcome = await Promise.race([app.idle().then(() => 'idle' as const), deadline])
         if (outcome === 'timeout') log.warn({ pending: app.pending }, 'shutdown grace period over; closing with requests in flight')
         await pool.close()
+        analytics.rollups.interrupt()
         await calls.exclusive(async () => analytics.rollups.close())
         await calls.close()
         await catalog.close()

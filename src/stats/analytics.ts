@@ -34,6 +34,7 @@ export async function openAnalytics(dataDir: string, options: StoreOptions & { p
     ...a,
     ready: () => store.exclusive(async () => {}),
     async close() {
+      a.rollups.interrupt()
       await store.exclusive(async () => a.rollups.close())
       await store.close()
       await catalog.close()

@@ -204,8 +204,27 @@ export class Rollups {
     return true
   }
 
+  private building = false
+
+  /**
+   * Stops a rebuild in progress (it rolls back; the last save stays valid): a shutdown should not
+   * wait a minute for derived data.
+   */
+  interrupt(): void {
+    if (this.building) this.conn?.interrupt()
+  }
+
   /** Rebuilds every table from the segments, one id range at a time (bounded memory). */
   async rebuild(): Promise<void> {
+    this.building = true
+    try {
+      await this.rebuildOnce()
+    } finally {
+      this.building = false
+    }
+  }
+
+  private async rebuildOnce(): Promise<void> {
     const c = this.conn!
     const x = this.store.flushedSeq
     const ranges = await this.store.idRanges(Math.ceil(this.store.segments.reduce((a, s) => a + s.rows, 0) / 2_000_000))
