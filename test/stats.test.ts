@@ -458,4 +458,7 @@ t.test('bad input: the reference errors, and nothing changes', async (t) => {
   t.equal((await post('/cost/create', { project_id: P, costs: { x: { prompt_token_cost: -1, completion_token_cost: 0 } } })).status, 422, 'negative price')
   t.equal((await post('/cost/query', { project_id: P, sort_by: [{ field: 'nope', direction: 'asc' }] })).status, 400, 'unknown cost field')
   t.equal((await post('/calls/stats', { ...ok, filter: { op_names: ["x' OR 1=1 --"] } })).status, 200, 'hostile filter strings are values')
+  const many = Array.from({ length: 1001 }, (_, i) => `weave:///acme/stats/op/o${i}:v1`)
+  t.equal((await post('/calls/stats', { ...ok, filter: { op_names: many } })).status, 400, 'over 1000 op names: 400, on the rollup path too')
+  t.equal((await post('/calls/query_stats', { project_id: P, filter: { svc_user_ids: many } })).status, 400, 'over 1000 user ids: 400')
 })

@@ -486,20 +486,13 @@ export class CallStore {
     if (!f) return { where, narrow }
     const list = (name: string, values: string[] | null | undefined, column: string) => {
       if (!values) return
-      if (values.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.${name} has more than ${MAX_FILTER_LIST} entries`)
+      checkFilterList(name, values)
       const l = params.add(listValue(values))
       where.push(`list_contains(${l}, m.${column})`)
       narrow.push(`list_contains(${l}, ${column})${rangeOf(values, column, params)}`)
     }
     if (f.op_names) {
-      if (f.op_names.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.op_names has more than ${MAX_FILTER_LIST} entries`)
-      // `weave:///e/p/op/name:*` matches every version of the op.
-      const exact = f.op_names.filter((n) => !n.endsWith(':*'))
-      const prefixes = f.op_names.filter((n) => n.endsWith(':*')).map((n) => n.slice(0, -1))
-      // An empty list literal has no element type for DuckDB to bind: leave the term out instead.
-      const ors = exact.length ? [`list_contains(${params.add(listValue(exact))}, op_name)`] : []
-      for (const p of prefixes) ors.push(`starts_with(op_name, ${params.add(p)})`)
-      const any = ors.length ? `(${ors.join(' OR ')})` : 'false'
+      const any = opNamesSql(f.op_names, params)
       where.push(any.replaceAll('op_name', 'm.op_name'))
       narrow.push(any)
     }
@@ -513,7 +506,7 @@ export class CallStore {
     for (const name of ['input_refs', 'output_refs'] as const) {
       const v = f[name]
       if (!v) continue
-      if (v.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.${name} has more than ${MAX_FILTER_LIST} entries`)
+      checkFilterList(name, v)
       where.push(`list_has_any(m.${name}, ${params.add(listValue(v))})`)
     }
     if (f.trace_roots_only) where.push('m.parent_id IS NULL')
@@ -735,6 +728,21 @@ function interruptAfter(conn: DuckDBConnection, ms: number) {
       clearTimeout(t)
     }
   }
+}
+
+/** Filter lists are bounded (each becomes a bound list parameter): past the bound, 400. */
+export function checkFilterList(name: string, values: readonly unknown[]): void {
+  if (values.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.${name} has more than ${MAX_FILTER_LIST} entries`)
+}
+
+/** `filter.op_names` as a condition on a column `op_name`; `weave:///e/p/op/name:*` matches every version. */
+export function opNamesSql(names: string[], params: Params): string {
+  checkFilterList('op_names', names)
+  const exact = names.filter((n) => !n.endsWith(':*'))
+  // An empty list literal has no element type for DuckDB to bind: leave the term out instead.
+  const ors = exact.length ? [`list_contains(${params.add(listValue(exact))}, op_name)`] : []
+  for (const n of names.filter((x) => x.endsWith(':*'))) ors.push(`starts_with(op_name, ${params.add(n.slice(0, -1))})`)
+  return ors.length ? `(${ors.join(' OR ')})` : 'false'
 }
 
 /**

@@ -1,7 +1,7 @@
 import { listValue } from '@duckdb/node-api'
 import { ApiError } from '../http/errors.js'
 import { Params } from '../query/expr.js'
-import type { CallFilter, CallStore } from '../calls/store.js'
+import { checkFilterList, opNamesSql, type CallFilter, type CallStore } from '../calls/store.js'
 import { priceSpans, type PriceSpan, type Prices } from '../catalog/prices.js'
 import { MAX_RANGE_MS, bucketStarts, checkTimezone, chooseGranularity, onHours } from './buckets.js'
 import { columnsOf, emptyValue, type CallMetric, type Column, type MetricSpec, type UsageMetric } from './metrics.js'
@@ -86,18 +86,14 @@ function dimFilter(f: CallFilter | null | undefined, params: Params): { conds: s
   if (!f) return { conds, tier: 'project' }
   const answerable = new Set(['op_names', 'trace_roots_only', 'svc_user_ids', 'wb_user_ids', 'svc_run_ids', 'wb_run_ids'])
   for (const [k, v] of Object.entries(f)) if (v !== null && v !== undefined && !answerable.has(k)) return null
-  if (f.op_names) {
-    const exact = f.op_names.filter((n) => !n.endsWith(':*'))
-    const ors = exact.length ? [`list_contains(${params.add(listValue(exact))}, op_name)`] : []
-    for (const p of f.op_names.filter((n) => n.endsWith(':*'))) ors.push(`starts_with(op_name, ${params.add(p.slice(0, -1))})`)
-    conds.push(ors.length ? `(${ors.join(' OR ')})` : 'false')
-  }
+  if (f.op_names) conds.push(opNamesSql(f.op_names, params))
   if (f.trace_roots_only) conds.push('is_root')
   let tier: Tier = f.op_names ? 'op' : 'project'
   for (const [col, a, b] of [['user_id', f.svc_user_ids, f.wb_user_ids], ['run_id', f.svc_run_ids, f.wb_run_ids]] as const) {
     if (!a && !b) continue
     tier = 'user'
     const l = [...new Set([...(a ?? []), ...(b ?? [])])]
+    checkFilterList(col === 'user_id' ? 'svc_user_ids' : 'svc_run_ids', l)
     conds.push(l.length ? `list_contains(${params.add(listValue(l))}, ${col})` : 'false')
   }
   return { conds, tier }
