@@ -272,8 +272,8 @@ export class CallStats {
 
   /**
    * The rollup rows (and the fresh parts' correction) of the project's whole hours [hs, he) but the
-   * excluded ones, added into the request's buckets. Rows are summed per hour first, then mapped to
-   * their bucket through a list of hours made here (an equality join, not a range join).
+   * excluded ones, added into the request's buckets. Rows are mapped to their bucket through a list
+   * of hours made here (an equality join, not a range join) and summed once, per bucket.
    */
   private async fromRollups(acc: Accumulator, req: StatsRequest, hs: number, he: number, excluded: number[], starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
     const skip = new Set(excluded)
@@ -301,10 +301,9 @@ export class CallStats {
     if (callCols.length) tasks.push((async () => {
       const params = new Params()
       const got = await this.store.rows(
-        `WITH ${hb(params)}, r AS (SELECT hour, sum(n)::BIGINT AS n, sum(err)::BIGINT AS err, sum(lat_sum)::BIGINT AS lat_sum, sum(lat_n)::BIGINT AS lat_n,
-            min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty FROM ${source('calls', params)} GROUP BY hour)
+        `WITH ${hb(params)}
         SELECT bucket, sum(n)::BIGINT AS n, sum(err)::BIGINT AS err, sum(lat_sum)::BIGINT AS lat_sum, sum(lat_n)::BIGINT AS lat_n,
-          min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty FROM r JOIN hb USING (hour) GROUP BY bucket`,
+          min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty FROM ${source('calls', params)} JOIN hb USING (hour) GROUP BY bucket`,
         params,
       )
       for (const r of got) {
@@ -318,8 +317,7 @@ export class CallStats {
     if (callCols.some((c) => c.metric === 'latency_ms' && c.p !== undefined)) tasks.push((async () => {
         const bp = new Params()
         const bins = await this.store.rows(
-          `WITH ${hb(bp)}, r AS (SELECT hour, k, sum(n)::BIGINT AS n FROM ${source('latency', bp)} GROUP BY hour, k)
-          SELECT bucket, k, sum(n)::BIGINT AS n FROM r JOIN hb USING (hour) GROUP BY bucket, k`,
+          `WITH ${hb(bp)} SELECT bucket, k, sum(n)::BIGINT AS n FROM ${source('latency', bp)} JOIN hb USING (hour) GROUP BY bucket, k`,
           bp,
         )
         for (const r of bins) {
@@ -330,17 +328,15 @@ export class CallStats {
     if (usageCols.length) tasks.push((async () => {
       const params = new Params()
       const ctes = this.ctes(params, starts, spans)
-      const tok = TOKEN_NAMES.map((m) => `sum(${m}_sum)::DOUBLE AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min)::DOUBLE AS ${m}_min, max(${m}_max)::DOUBLE AS ${m}_max`).join(', ')
       const cost = (name: string, tokens: string, price: string) =>
         `sum(${tokens}_sum * ${price}) AS ${name}_sum, sum(CASE WHEN ${price} IS NOT NULL THEN ${tokens}_n END)::BIGINT AS ${name}_n, min(${tokens}_min * ${price}) AS ${name}_min, max(${tokens}_max * ${price}) AS ${name}_max`
       const got = await this.store.rows(
         `${ctes}, ${hb(params)},
-        r AS (SELECT hour, model, sum(n)::BIGINT AS n, ${tok}, bool_or(dirty) AS dirty FROM ${source('usage', params)} GROUP BY hour, model),
-        y AS (SELECT r.*, sp.pc, sp.cc FROM r LEFT JOIN sp ON sp.llm = r.model AND r.hour >= sp.f AND r.hour < sp.t)
+        y AS (SELECT r.*, sp.pc, sp.cc FROM ${source('usage', params)} r LEFT JOIN sp ON sp.llm = r.model AND r.hour >= sp.f AND r.hour < sp.t)
         SELECT bucket, model, sum(n)::BIGINT AS n,
-          ${TOKEN_NAMES.map((m) => `sum(${m}_sum) AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min) AS ${m}_min, max(${m}_max) AS ${m}_max`).join(', ')},
+          ${TOKEN_NAMES.map((m) => `sum(${m}_sum)::DOUBLE AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min)::DOUBLE AS ${m}_min, max(${m}_max)::DOUBLE AS ${m}_max`).join(', ')},
           ${cost('input_cost', 'input_tokens', 'pc')}, ${cost('output_cost', 'output_tokens', 'cc')},
-          sum(input_tokens_sum * pc + output_tokens_sum * cc) AS total_cost_sum, sum(CASE WHEN pc IS NOT NULL AND cc IS NOT NULL THEN n END)::BIGINT AS total_cost_n,
+          sum(input_tokens_sum * pc + output_tokens_sum * cc)::DOUBLE AS total_cost_sum, sum(CASE WHEN pc IS NOT NULL AND cc IS NOT NULL THEN n END)::BIGINT AS total_cost_n,
           bool_or(dirty) AS dirty
         FROM y JOIN hb USING (hour) GROUP BY bucket, model`,
         params,
