@@ -55,10 +55,10 @@ t.test('rollups are saved and loaded across restarts; a damaged save only means 
   t.same(await a.stats.run(req), more, 'caught up after a restart')
   await a.close()
 
-  await writeFile(path.join(dir, 'rollups', 'rollups.json'), '{"version":1,"x":1,"files":{}}')
+  await writeFile(path.join(dir, 'rollups', 'rollups.duckdb'), 'not a database')
   a = await openAnalytics(dir, { flushIntervalMs: 0 })
   await a.ready()
-  t.equal(a.rollups.origin, 'rebuilt', 'a save naming no files is rebuilt over')
+  t.equal(a.rollups.origin, 'rebuilt', 'a damaged file is rebuilt over')
   t.same(await a.stats.run(req), more)
   const counted = (more.result.call_buckets as { count: number }[]).reduce((s, b) => s + b.count, 0)
   t.equal(counted, 150, 'every call counted')

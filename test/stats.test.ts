@@ -185,7 +185,7 @@ t.test('hourly buckets over three days: exact sums, counts, min/max/avg; percent
   compareCalls(t, scanned.json.call_buckets, expectedCalls(hours(BASE, end), end), 'scan')
 })
 
-t.test('partial hours at both ends are scanned and added to the whole hours', async (t) => {
+t.test('partial hours at both ends come from the per-call tier and are added to the whole hours', async (t) => {
   const start = BASE + 90 * 60_000 + 17_000
   const end = BASE + 50 * H + 13 * 60_000
   const r = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(end), granularity: 21600, call_metrics: CALL_METRICS })
@@ -213,12 +213,12 @@ t.test('day buckets follow local midnight across a DST change (America/New_York,
   t.equal(sum(r.json.call_buckets.map((b: any) => b.count)), live().filter((c) => c.started < end).length, 'every call in exactly one bucket')
 })
 
-t.test('hour buckets in a half-hour zone (Asia/Kolkata) start at :30 UTC and are scanned', async (t) => {
+t.test('hour buckets in a half-hour zone (Asia/Kolkata) start at :30 UTC: answered by the per-call tier', async (t) => {
   const start = BASE + 5 * H
   const end = BASE + 29 * H
   const r = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(end), granularity: 3600, timezone: 'Asia/Kolkata', call_metrics: CALL_METRICS })
   t.equal(r.status, 200)
-  t.equal(r.path, 'scan')
+  t.equal(r.path, 'rollup')
   const bounds = [start - 30 * 60_000, ...hours(start + 30 * 60_000, end)]
   t.same(r.json.call_buckets.map((b: any) => b.timestamp), bounds.map(iso))
   const want = expectedCalls([start, ...bounds.slice(1)], end)
@@ -238,7 +238,7 @@ t.test('filters the rollups hold: op names and trace roots', async (t) => {
   t.equal(capped.json.count, 3, 'capped at limit')
 })
 
-t.test('user and run filters: the per-user tier, or a scan for latency percentiles', async (t) => {
+t.test('user and run filters: the per-user tier, or the per-call tier for latency percentiles', async (t) => {
   const end = BASE + 72 * H
   const noPct = CALL_METRICS.map((m) => ({ ...m, percentiles: [] }))
   const strip = (rows: ReturnType<typeof expectedCalls>) => rows.map(({ p50_latency_ms: _a, p95_latency_ms: _b, p99_latency_ms: _c, ...rest }) => rest)
@@ -248,7 +248,7 @@ t.test('user and run filters: the per-user tier, or a scan for latency percentil
   const alias = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, call_metrics: noPct, filter: { wb_user_ids: ['someone-else'] } })
   t.same(alias.json.call_buckets.map((b: any) => b.count), [0, 0, 0], 'wb_user_ids is the same filter; nobody else wrote')
   const pct = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, call_metrics: CALL_METRICS, filter: { svc_user_ids: ['admin'] } })
-  t.equal(pct.path, 'scan', 'latency percentiles by user are scanned')
+  t.equal(pct.path, 'rollup', 'latency percentiles by user come from the per-call tier')
   compareCalls(t, pct.json.call_buckets, expectedCalls(hours(BASE, end, 24 * H), end), 'user admin, percentiles')
   const runs = await post('/calls/query_stats', { project_id: P, filter: { svc_run_ids: ['run-1'] } })
   t.equal(runs.json.count, 0, 'no call has a run')

@@ -3,9 +3,9 @@ import { ApiError } from '../http/errors.js'
 import { Params } from '../query/expr.js'
 import { checkFilterList, opNamesSql, type CallFilter, type CallStore } from '../calls/store.js'
 import { priceSpans, type PriceSpan, type Prices } from '../catalog/prices.js'
-import { MAX_RANGE_MS, bucketStarts, checkTimezone, chooseGranularity, onHours } from './buckets.js'
+import { MAX_RANGE_MS, bucketStarts, checkTimezone, chooseGranularity } from './buckets.js'
 import { columnsOf, emptyValue, type CallMetric, type Column, type MetricSpec, type UsageMetric } from './metrics.js'
-import { TOKEN_METRICS, TOKEN_NAMES, tableName, type Rollups, type Table, type Tier } from './rollups.js'
+import { TOKEN_METRICS, TOKEN_NAMES, shaped, storedAs, tableName, timeDim, type Rollups, type Table, type Tier } from './rollups.js'
 import { binSql, percentile, percentileOfFlags } from './sketch.js'
 
 const HOUR = 3_600_000
@@ -157,38 +157,17 @@ export class CallStats {
       !forceScan &&
       this.rollups?.ready === true &&
       dims !== null &&
-      onHours(starts) &&
-      // The user tier has no latency histogram.
-      !(dims.tier === 'user' && callCols.some((c) => c.p !== undefined && c.metric === 'latency_ms')) &&
       !usageCols.some((c) => c.p !== undefined || (c.metric === 'total_cost' && (c.agg === 'min' || c.agg === 'max')))
     if (!rollupOk) {
       await this.scan(acc, req, [[start, end]], starts, callCols, usageCols, spans)
       return acc
     }
     acc.path = 'rollup'
-    // Whole hours come from the rollups; the partial hours at either end, and hours in which a
-    // price changes (cost is per call there), are scanned.
-    const hs = Math.ceil(start / HOUR) * HOUR
-    const he = Math.floor(end / HOUR) * HOUR
-    const windows: [number, number][] = []
-    const excluded = new Set<number>()
-    if (hs >= he) windows.push([start, end])
-    else {
-      if (start < hs) windows.push([start, hs])
-      if (he < end) windows.push([he, end])
-      for (const s of spans) {
-        for (const edge of [s.from_ms, s.to_ms]) {
-          if (edge % HOUR === 0 || edge <= hs || edge >= he) continue
-          const h = Math.floor(edge / HOUR) * HOUR
-          if (!excluded.has(h)) windows.push([h, h + HOUR])
-          excluded.add(h)
-        }
-      }
-    }
+    const { hours, windows } = split(start, end, starts, spans, dims.tier === 'user' && callCols.some((c) => c.p !== undefined && c.metric === 'latency_ms'))
     // The pieces are independent sums: DuckDB runs them side by side on separate connections.
     await Promise.all([
-      hs < he ? this.fromRollups(acc, req, hs, he, [...excluded], starts, callCols, usageCols, spans) : null,
-      windows.length ? this.scan(acc, req, windows, starts, callCols, usageCols, spans) : null,
+      hours.length ? this.fromTier(acc, req, dims.tier, { hours }, starts, callCols, usageCols, spans) : null,
+      windows.length ? this.fromTier(acc, req, 'call', { windows }, starts, callCols, usageCols, spans) : null,
     ])
     return acc
   }
@@ -271,39 +250,41 @@ export class CallStats {
   }
 
   /**
-   * The rollup rows (and the fresh parts' correction) of the project's whole hours [hs, he) but the
-   * excluded ones, added into the request's buckets. Rows are mapped to their bucket through a list
-   * of hours made here (an equality join, not a range join) and summed once, per bucket.
+   * Rows of one tier's tables (and the fresh parts' correction), added into the request's buckets:
+   * for an hour tier, the listed whole hours, mapped to their bucket through a list made here (an
+   * equality join, not a range join); for the call tier, the rows started in the windows, mapped to
+   * their bucket by start time.
    */
-  private async fromRollups(acc: Accumulator, req: StatsRequest, hs: number, he: number, excluded: number[], starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
-    const skip = new Set(excluded)
-    const hourList: bigint[] = []
-    const bucketList: bigint[] = []
-    let bi = 0
-    for (let h = hs; h < he; h += HOUR) {
-      while (bi + 1 < starts.length && starts[bi + 1]! <= h) bi++
-      if (skip.has(h)) continue
-      hourList.push(BigInt(h) * 1000n)
-      bucketList.push(BigInt(starts[bi]!))
-    }
-    if (!hourList.length) return
-    const source = (table: Table, params: Params) => {
-      const { conds, tier } = dimFilter(req.filter, params)!
+  private async fromTier(acc: Accumulator, req: StatsRequest, tier: Tier, piece: { hours: [number, number][] } | { windows: [number, number][] }, starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
+    const time = timeDim(tier)
+    /** The WITH list (bucket starts b, price spans sp, hour → bucket hb) and the rows of `table` in the piece as `src`, mapped to `bucket`. */
+    const rows = (table: Table, params: Params, withSpans: boolean) => {
+      const ctes = this.ctes(params, starts, withSpans ? spans : [])
+      const { conds } = dimFilter(req.filter, params)!
       const p = params.add(req.project_id)
       const fresh = this.rollups!.fresh(table, tier, p)
-      const where = [`project_id = ${p}`, `hour >= ${ts(hs)}`, `hour < ${ts(he)}`, ...conds].join(' AND ')
-      const t = tableName(table, tier)
-      return `(SELECT * FROM ${t} WHERE ${where}${fresh ? ` UNION ALL SELECT * FROM (${fresh}) WHERE ${where}` : ''})`
+      const t = tableName(storedAs(table, tier), tier)
+      if ('hours' in piece) {
+        const hs = piece.hours[0]![0]
+        const he = piece.hours[piece.hours.length - 1]![0] + HOUR
+        const where = [`project_id = ${p}`, `hour >= ${ts(hs)}`, `hour < ${ts(he)}`, ...conds].join(' AND ')
+        const hb = `hb AS (SELECT make_timestamp(unnest(${params.add(listValue(piece.hours.map(([h]) => BigInt(h) * 1000n)))}::BIGINT[])) AS hour, unnest(${params.add(listValue(piece.hours.map(([, b]) => BigInt(b))))}::BIGINT[]) AS bucket)`
+        return `${ctes}, ${hb}, src AS (SELECT * FROM (SELECT * FROM ${t} WHERE ${where}${fresh ? ` UNION ALL SELECT * FROM (${fresh}) WHERE ${where}` : ''}) JOIN hb USING (hour))`
+      }
+      // One branch per window: each gets its own range filter, which the table's zone maps prune by.
+      const where = (w: [number, number]) => [`project_id = ${p}`, `t >= ${ts(w[0])}`, `t < ${ts(w[1])}`, ...conds].join(' AND ')
+      const any = `(${piece.windows.map((w) => `(${where(w)})`).join(' OR ')})`
+      const branches = piece.windows.map((w) => `SELECT * FROM ${t} WHERE ${where(w)}`)
+      if (fresh) branches.push(`SELECT * FROM (${fresh}) WHERE ${any}`)
+      return `${ctes}, src AS (SELECT epoch_ms(b.ts) AS bucket, r.* FROM (${shaped(branches.join(' UNION ALL '), table, tier)}) r ASOF JOIN b ON r.t >= b.ts)`
     }
-    const hb = (params: Params) =>
-      `hb AS (SELECT make_timestamp(unnest(${params.add(listValue(hourList))}::BIGINT[])) AS hour, unnest(${params.add(listValue(bucketList))}::BIGINT[]) AS bucket)`
     const tasks: Promise<void>[] = []
     if (callCols.length) tasks.push((async () => {
       const params = new Params()
       const got = await this.store.rows(
-        `WITH ${hb(params)}
+        `${rows('calls', params, false)}
         SELECT bucket, sum(n)::BIGINT AS n, sum(err)::BIGINT AS err, sum(lat_sum)::BIGINT AS lat_sum, sum(lat_n)::BIGINT AS lat_n,
-          min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty FROM ${source('calls', params)} JOIN hb USING (hour) GROUP BY bucket`,
+          min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty FROM src GROUP BY bucket`,
         params,
       )
       for (const r of got) {
@@ -315,30 +296,35 @@ export class CallStats {
       }
     })())
     if (callCols.some((c) => c.metric === 'latency_ms' && c.p !== undefined)) tasks.push((async () => {
-        const bp = new Params()
-        const bins = await this.store.rows(
-          `WITH ${hb(bp)} SELECT bucket, k, sum(n)::BIGINT AS n FROM ${source('latency', bp)} JOIN hb USING (hour) GROUP BY bucket, k`,
-          bp,
-        )
-        for (const r of bins) {
-          const a = acc.call(Number(r.bucket))
-          a.bins.set(Number(r.k), (a.bins.get(Number(r.k)) ?? 0) + Number(r.n))
-        }
+      const params = new Params()
+      const bins = await this.store.rows(`${rows('latency', params, false)} SELECT bucket, k, sum(n)::BIGINT AS n FROM src GROUP BY bucket, k`, params)
+      for (const r of bins) {
+        const a = acc.call(Number(r.bucket))
+        a.bins.set(Number(r.k), (a.bins.get(Number(r.k)) ?? 0) + Number(r.n))
+      }
     })())
     if (usageCols.length) tasks.push((async () => {
       const params = new Params()
-      const ctes = this.ctes(params, starts, spans)
       const cost = (name: string, tokens: string, price: string) =>
         `sum(${tokens}_sum * ${price}) AS ${name}_sum, sum(CASE WHEN ${price} IS NOT NULL THEN ${tokens}_n END)::BIGINT AS ${name}_n, min(${tokens}_min * ${price}) AS ${name}_min, max(${tokens}_max * ${price}) AS ${name}_max`
+      // Only the metrics asked for (costs need the input and output tokens): a shorter query to plan and run.
+      const asked = new Set(usageCols.map((c) => c.metric))
+      const costs = ['input_cost', 'output_cost', 'total_cost'].some((m) => asked.has(m as UsageMetric))
+      const tokens = TOKEN_NAMES.filter((m) => asked.has(m) || (costs && (m === 'input_tokens' || m === 'output_tokens')))
+      const aggs = [
+        'sum(n)::BIGINT AS n',
+        ...tokens.map((m) => `sum(${m}_sum)::DOUBLE AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min)::DOUBLE AS ${m}_min, max(${m}_max)::DOUBLE AS ${m}_max`),
+        ...(costs
+          ? [cost('input_cost', 'input_tokens', 'pc'), cost('output_cost', 'output_tokens', 'cc'),
+             'sum(input_tokens_sum * pc + output_tokens_sum * cc)::DOUBLE AS total_cost_sum, sum(CASE WHEN pc IS NOT NULL AND cc IS NOT NULL THEN n END)::BIGINT AS total_cost_n']
+          : []),
+        'bool_or(dirty) AS dirty',
+      ]
+      // The price of a row is the one in effect at its time (an hour tier's rows: their hour; no price changes inside one).
       const got = await this.store.rows(
-        `${ctes}, ${hb(params)},
-        y AS (SELECT r.*, sp.pc, sp.cc FROM ${source('usage', params)} r LEFT JOIN sp ON sp.llm = r.model AND r.hour >= sp.f AND r.hour < sp.t)
-        SELECT bucket, model, sum(n)::BIGINT AS n,
-          ${TOKEN_NAMES.map((m) => `sum(${m}_sum)::DOUBLE AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min)::DOUBLE AS ${m}_min, max(${m}_max)::DOUBLE AS ${m}_max`).join(', ')},
-          ${cost('input_cost', 'input_tokens', 'pc')}, ${cost('output_cost', 'output_tokens', 'cc')},
-          sum(input_tokens_sum * pc + output_tokens_sum * cc)::DOUBLE AS total_cost_sum, sum(CASE WHEN pc IS NOT NULL AND cc IS NOT NULL THEN n END)::BIGINT AS total_cost_n,
-          bool_or(dirty) AS dirty
-        FROM y JOIN hb USING (hour) GROUP BY bucket, model`,
+        `${rows('usage', params, costs)},
+        y AS (${costs ? `SELECT src.*, sp.pc, sp.cc FROM src LEFT JOIN sp ON sp.llm = src.model AND src.${time} >= sp.f AND src.${time} < sp.t` : 'SELECT * FROM src'})
+        SELECT bucket, model, ${aggs.join(', ')} FROM y GROUP BY bucket, model`,
         params,
       )
       for (const r of got) {
@@ -433,4 +419,34 @@ function callValue(a: CallAcc, c: Column<CallMetric>): number | null {
 function usageValue(a: UsageAcc, c: Column<UsageMetric>): number | null {
   if (c.p !== undefined) return a.pct.get(c.name) ?? null
   return aggValue(a.m[c.metric]!, c)
+}
+
+/**
+ * Splits [start, end) into the UTC hours the hour tiers answer whole — inside the range, inside one
+ * bucket, with no price change inside — each with its bucket, and windows (the rest, merged where
+ * adjacent) for the call tier. `noHours`: everything goes to the call tier.
+ */
+export function split(start: number, end: number, starts: readonly number[], spans: readonly PriceSpan[], noHours = false): { hours: [number, number][]; windows: [number, number][] } {
+  const hours: [number, number][] = []
+  const windows: [number, number][] = []
+  const piece = (lo: number, hi: number) => {
+    if (lo >= hi) return
+    const last = windows[windows.length - 1]
+    if (last && last[1] === lo) last[1] = hi
+    else windows.push([lo, hi])
+  }
+  const edges = new Set<number>()
+  for (const s of spans) for (const e of [s.from_ms, s.to_ms]) if (e % HOUR !== 0) edges.add(Math.floor(e / HOUR) * HOUR)
+  let bi = 0
+  let at = start
+  for (let h = Math.ceil(start / HOUR) * HOUR; !noHours && h + HOUR <= end; h += HOUR) {
+    while (bi + 1 < starts.length && starts[bi + 1]! <= h) bi++
+    const bucketEnd = bi + 1 < starts.length ? starts[bi + 1]! : end
+    if (starts[bi]! > h || h + HOUR > bucketEnd || edges.has(h)) continue
+    piece(at, h)
+    hours.push([h, starts[bi]!])
+    at = h + HOUR
+  }
+  piece(at, end)
+  return { hours, windows }
 }

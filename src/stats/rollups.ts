@@ -1,7 +1,6 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { DuckDBConnection } from '@duckdb/node-api'
-import { fsyncPath } from '../calls/segments.js'
 import { merged, type CallStore } from '../calls/store.js'
 import { binSql } from './sketch.js'
 
@@ -19,26 +18,44 @@ import { binSql } from './sketch.js'
  * the next rebuild (every compaction) clears it.
  */
 /**
- * Three tiers, each answering the filters on its dimensions: `project` per (project, hour, trace root
+ * Four tiers, each answering the filters on its dimensions: `project` per (project, hour, trace root
  * or not) for requests without an op filter; `op` adds the op; `user` adds user and run, without the
  * latency histogram (users × runs × bins would make it as large as the calls): percentiles filtered
- * by user or run are scanned. The smallest tier that can answer a request does.
+ * by user or run come from the call tier. `call` keeps every dimension and the start time itself
+ * instead of the hour, for the pieces of a range that are not whole hours: one row per call state
+ * (and model), not aggregated — a sign `n` (+1, or -1 for a subtracted state) and the call's own
+ * latency, error flag and tokens — sorted by time. Its latency histogram is computed from the
+ * latencies, and `shaped` gives its rows the hour tiers' columns. The smallest tier that can answer a
+ * request does.
  */
-export type Tier = 'project' | 'op' | 'user'
+export type Tier = 'project' | 'op' | 'user' | 'call'
 export type Table = 'calls' | 'latency' | 'usage'
 export const TIER_DIMS: Record<Tier, readonly string[]> = {
   project: ['project_id', 'hour', 'is_root'],
   op: ['project_id', 'hour', 'op_name', 'is_root'],
   user: ['project_id', 'hour', 'op_name', 'is_root', 'user_id', 'run_id'],
+  call: ['project_id', 't', 'op_name', 'is_root', 'user_id', 'run_id'],
 }
-const DIM_TYPES: Record<string, string> = { project_id: 'VARCHAR', hour: 'TIMESTAMP', op_name: 'VARCHAR', is_root: 'BOOLEAN', user_id: 'VARCHAR', run_id: 'VARCHAR' }
+/** The time dimension of a tier: what its rows are sorted by. */
+export const timeDim = (tier: Tier) => (tier === 'call' ? 't' : 'hour')
+const DIM_TYPES: Record<string, string> = { project_id: 'VARCHAR', hour: 'TIMESTAMP', t: 'TIMESTAMP', op_name: 'VARCHAR', is_root: 'BOOLEAN', user_id: 'VARCHAR', run_id: 'VARCHAR' }
 /** Every table kept: (table, tier). */
 export const TABLES: readonly [Table, Tier][] = [
   ['calls', 'project'], ['latency', 'project'], ['usage', 'project'],
   ['calls', 'op'], ['latency', 'op'], ['usage', 'op'],
   ['calls', 'user'], ['usage', 'user'],
+  ['calls', 'call'], ['usage', 'call'],
 ]
-export const tableName = (t: Table, tier: Tier) => `rollup_${t}_by_${tier}`
+/**
+ * The tables live in their own DuckDB database file, attached to the store's instance under this
+ * name: compressed and buffer-managed (the call tier is as long as the calls), and durable with
+ * `x` in the same transactions, so a restart finds them as they were.
+ */
+const DB = 'rollups_db'
+/** Bumped when a table's shape changes: a database of another version is rebuilt. */
+const FORMAT = 2
+export const tableName = (t: Table, tier: Tier) => `${DB}.rollup_${t}_by_${tier}`
+const META = `${DB}.rollup_meta`
 
 /** Token metrics kept per model: the SQL over one `summary.usage` row `u`. */
 export const TOKEN_METRICS = {
@@ -55,14 +72,17 @@ const FACT_COLUMNS = ['started_at', 'ended_at', 'op_name', 'parent_id', 'user_id
 
 function ddl(t: Table, tier: Tier): string {
   const dims = TIER_DIMS[tier].map((d) => `${d} ${DIM_TYPES[d]}`).join(', ')
-  const cols = {
-    calls: 'n BIGINT, lat_n BIGINT, lat_sum BIGINT, lat_min BIGINT, lat_max BIGINT, err BIGINT, dirty BOOLEAN',
-    latency: 'k INTEGER, n BIGINT',
-    usage: `model VARCHAR, n BIGINT, ${TOKEN_NAMES.map((m) => `${m}_sum BIGINT, ${m}_n BIGINT, ${m}_min BIGINT, ${m}_max BIGINT`).join(', ')}, dirty BOOLEAN`,
-  }[t]
+  const cols =
+    tier === 'call'
+      ? { calls: 'n INTEGER, lat BIGINT, err INTEGER', latency: '', usage: `model VARCHAR, n INTEGER, ${TOKEN_NAMES.map((m) => `${m} BIGINT`).join(', ')}` }[t]
+      : {
+          calls: 'n BIGINT, lat_n BIGINT, lat_sum BIGINT, lat_min BIGINT, lat_max BIGINT, err BIGINT, dirty BOOLEAN',
+          latency: 'k INTEGER, n BIGINT',
+          usage: `model VARCHAR, n BIGINT, ${TOKEN_NAMES.map((m) => `${m}_sum BIGINT, ${m}_n BIGINT, ${m}_min BIGINT, ${m}_max BIGINT`).join(', ')}, dirty BOOLEAN`,
+        }[t]
   return `CREATE TABLE IF NOT EXISTS ${tableName(t, tier)} (${dims}, ${cols})`
 }
-const DDL = [...TABLES.map(([t, tier]) => ddl(t, tier)), `CREATE TABLE IF NOT EXISTS rollup_meta (x BIGINT)`]
+const DDL = [...TABLES.map(([t, tier]) => ddl(t, tier)), `CREATE TABLE IF NOT EXISTS ${META} (x BIGINT, format INTEGER)`]
 
 /** Merged calls (the fact columns) of the ids in relation `ids` (project_id, id), from parts with seq ≤ bound (SQL), as SQL. */
 export function mergedOf(ids: string, bound: string | null): string {
@@ -71,11 +91,15 @@ export function mergedOf(ids: string, bound: string | null): string {
 }
 
 const live = (mc: string) =>
-  `(SELECT *, date_trunc('hour', started_at) AS hour, parent_id IS NULL AS is_root, epoch_ms(ended_at) - epoch_ms(started_at) AS lat,
+  `(SELECT *, date_trunc('hour', started_at) AS hour, started_at AS t, parent_id IS NULL AS is_root, epoch_ms(ended_at) - epoch_ms(started_at) AS lat,
     (exception IS NOT NULL)::INTEGER AS err FROM ${mc} WHERE started_at IS NOT NULL AND deleted_at IS NULL)`
+
+/** The table holding a tier's rows for `table`: the call tier's latencies are in its calls table. */
+export const storedAs = (table: Table, tier: Tier): Table => (tier === 'call' && table === 'latency' ? 'calls' : table)
 
 /** Contributions of the merged calls `mc` to a table of a tier, with sign +1 or -1, as SQL. */
 export function contribution(mc: string, sign: 1 | -1, table: Table, tier: Tier): string {
+  if (tier === 'call') return callRows(mc, sign, storedAs(table, tier))
   const dimList = TIER_DIMS[tier]
   const dims = dimList.join(', ')
   const group = dimList.map((_, i) => i + 1).join(', ')
@@ -100,102 +124,105 @@ export function contribution(mc: string, sign: 1 | -1, table: Table, tier: Tier)
   }
 }
 
+/** The call tier's rows for the merged calls `mc`: one per call (and model, for usage), signed. */
+function callRows(mc: string, sign: 1 | -1, table: Table): string {
+  const dims = TIER_DIMS.call.join(', ')
+  if (table === 'calls') return `SELECT ${dims}, ${sign}::INTEGER AS n, lat, err FROM ${live(mc)}`
+  return `SELECT ${dims}, u.model AS model, ${sign}::INTEGER AS n, ${TOKEN_NAMES.map((m) => `(${TOKEN_METRICS[m]})::BIGINT AS ${m}`).join(', ')}
+    FROM (SELECT *, unnest(usage) AS u FROM ${live(mc)}) WHERE u.model IS NOT NULL`
+}
+
 /**
- * Keeps the rollup tables current: rebuilt from the segments when the store opens and after each
- * compaction; after each flush, the flushed parts' correction is added (see the file comment).
+ * Rows of a tier's `table` (SQL over its stored rows, see storedAs) in the hour tiers' columns. For
+ * the call tier: sums and counts weighted by the sign, minimum and maximum from added rows only, a
+ * subtracted row dirty as in contribution.
+ */
+export function shaped(rows: string, table: Table, tier: Tier): string {
+  if (tier !== 'call') return rows
+  const dims = TIER_DIMS.call.join(', ')
+  switch (table) {
+    case 'calls':
+      return `SELECT ${dims}, n::BIGINT AS n, (CASE WHEN lat IS NULL THEN 0 ELSE n END)::BIGINT AS lat_n, coalesce(n * lat, 0)::BIGINT AS lat_sum,
+        CASE WHEN n > 0 THEN lat END AS lat_min, CASE WHEN n > 0 THEN lat END AS lat_max, (n * err)::BIGINT AS err, n < 0 AND lat IS NOT NULL AS dirty FROM (${rows})`
+    case 'latency':
+      return `SELECT ${dims}, ${binSql('lat')} AS k, n::BIGINT AS n FROM (${rows}) WHERE lat IS NOT NULL`
+    case 'usage':
+      return `SELECT ${dims}, model, n::BIGINT AS n, ${TOKEN_NAMES.map((m) => `coalesce(n * ${m}, 0)::BIGINT AS ${m}_sum, (CASE WHEN ${m} IS NULL THEN 0 ELSE n END)::BIGINT AS ${m}_n,
+        CASE WHEN n > 0 THEN ${m} END AS ${m}_min, CASE WHEN n > 0 THEN ${m} END AS ${m}_max`).join(', ')}, n < 0 AS dirty FROM (${rows})`
+  }
+}
+
+/**
+ * Keeps the rollup tables current: rebuilt from the segments when there are none usable at start and
+ * after each compaction; after each flush, the flushed parts' correction is added (see the file comment).
  */
 export class Rollups {
-  /** False until the first build finishes: statistics scan until then. */
+  /** False until the tables are usable (found at start or first built): statistics scan until then. */
   ready = false
   /** Every part at or below this seq is in the tables (mirrors rollup_meta, read after each commit). */
   x = 0
+  /** How the tables were got at start: `loaded` from the database file, or `rebuilt` from the segments. */
+  origin: 'loaded' | 'rebuilt' | null = null
   private conn?: DuckDBConnection
   private addedRows = 0
   private baseRows = 0
+  private building = false
 
   constructor(private readonly store: CallStore) {}
 
+  private get dir(): string {
+    return path.join(this.store.dataDir, 'rollups')
+  }
+
   async start(): Promise<void> {
     this.conn = await this.store.duck.connect()
-    for (const d of DDL) await this.conn.run(d)
+    await fs.mkdir(this.dir, { recursive: true })
+    // Files of the earlier format (a Parquet file per table and rollups.json): derived data, dropped.
+    for (const f of await fs.readdir(this.dir)) if (f === 'rollups.json' || f.endsWith('.parquet')) await fs.rm(path.join(this.dir, f), { force: true })
+    const file = path.join(this.dir, 'rollups.duckdb')
+    await this.attach(file).catch(async () => {
+      // Unreadable (damaged, or from another DuckDB): rebuilt from scratch.
+      for (const f of [file, file + '.wal']) await fs.rm(f, { force: true })
+      await this.attach(file)
+    })
     this.store.onSegments(async (event) => {
       if (event === 'flush') return this.advance()
       await this.rebuild()
-      await this.save()
     })
-    // The first build runs in turn with flushes; the server answers (by scanning) meanwhile. Saved
-    // tables are loaded and brought up to date instead when there are some.
+    // The first build runs in turn with flushes; the server answers (by scanning) meanwhile. Tables
+    // found in the file are brought up to date instead when they are consistent with the store.
     void this.store
       .exclusive(async () => {
         if (await this.load().catch(() => false)) return
         await this.rebuild()
-        await this.save()
       })
       .catch(() => {})
   }
 
-  /** How the tables were last built: `loaded` from disk at start, or `rebuilt` from the segments. */
-  origin: 'loaded' | 'rebuilt' | null = null
-
-  private get saveDir(): string {
-    return path.join(this.store.dataDir, 'rollups')
-  }
-
-  /**
-   * Writes the tables to `DATA_DIR/rollups/` (one Parquet file per table, named by generation) and
-   * then, atomically, `rollups.json` naming them with their `x`. They are derived data: anything
-   * missing or inconsistent at load only means a rebuild.
-   */
-  async save(): Promise<void> {
-    if (!this.ready) return
+  private async attach(file: string): Promise<void> {
     const c = this.conn!
-    const dir = this.saveDir
-    await fs.mkdir(dir, { recursive: true })
-    const gen = Date.now()
-    const files: Record<string, string> = {}
-    for (const [t, tier] of TABLES) {
-      const name = `${tableName(t, tier)}-${gen}.parquet`
-      await c.run(`COPY ${tableName(t, tier)} TO '${path.join(dir, name)}' (FORMAT parquet, COMPRESSION zstd)`)
-      await fsyncPath(path.join(dir, name))
-      files[tableName(t, tier)] = name
-    }
-    const meta = path.join(dir, 'rollups.json')
-    await fs.writeFile(meta + '.tmp', JSON.stringify({ version: 1, x: this.x, files }))
-    await fsyncPath(meta + '.tmp')
-    await fs.rename(meta + '.tmp', meta)
-    await fsyncPath(dir)
-    const keep = new Set(['rollups.json', ...Object.values(files)])
-    for (const f of await fs.readdir(dir)) if (!keep.has(f)) await fs.rm(path.join(dir, f), { force: true })
-  }
-
-  /** Loads saved tables if they are consistent with the store, then adds what was flushed since. */
-  private async load(): Promise<boolean> {
-    const dir = this.saveDir
-    let meta: { version: number; x: number; files: Record<string, string> }
+    await c.run(`ATTACH '${file.replaceAll("'", "''")}' AS ${DB}`)
     try {
-      meta = JSON.parse(await fs.readFile(path.join(dir, 'rollups.json'), 'utf8'))
-    } catch {
-      return false
-    }
-    // Saved past what the segments hold (a data directory swapped under them): not ours.
-    if (meta.version !== 1 || !Number.isInteger(meta.x) || meta.x > this.store.flushedSeq) return false
-    const c = this.conn!
-    await c.run('BEGIN TRANSACTION')
-    try {
-      for (const [t, tier] of TABLES) {
-        const name = meta.files[tableName(t, tier)]
-        if (!name || !/^rollup_[a-z_]+-\d+\.parquet$/.test(name)) throw new Error('rollup file missing from rollups.json')
-        await c.run(`DELETE FROM ${tableName(t, tier)}`)
-        await c.run(`INSERT INTO ${tableName(t, tier)} SELECT * FROM read_parquet('${path.join(dir, name)}')`)
+      const format = (await c.runAndReadAll(`SELECT max(format) AS f FROM ${META}`).catch(() => null))?.getRowsJS()[0]?.[0]
+      if (format !== undefined && format !== null && Number(format) !== FORMAT) {
+        for (const [t, tier] of TABLES) await c.run(`DROP TABLE IF EXISTS ${tableName(t, tier)}`)
+        await c.run(`DROP TABLE IF EXISTS ${META}`)
       }
-      await c.run('DELETE FROM rollup_meta')
-      await c.run(`INSERT INTO rollup_meta VALUES (${meta.x})`)
-      await c.run('COMMIT')
+      for (const d of DDL) await c.run(d)
     } catch (e) {
-      await c.run('ROLLBACK').catch(() => {})
+      await c.run(`DETACH ${DB}`).catch(() => {})
       throw e
     }
-    this.x = meta.x
+  }
+
+  /** Uses the tables found in the file if they are consistent with the store, then adds what was flushed since. */
+  private async load(): Promise<boolean> {
+    const rows = (await this.conn!.runAndReadAll(`SELECT x, format FROM ${META}`)).getRowsJS()
+    if (rows.length !== 1) return false
+    const x = Number(rows[0]![0])
+    // Past what the segments hold (a data directory swapped under them): not ours.
+    if (Number(rows[0]![1]) !== FORMAT || !Number.isInteger(x) || x > this.store.flushedSeq) return false
+    this.x = x
     this.baseRows = await this.size()
     this.addedRows = 0
     this.ready = true
@@ -204,11 +231,14 @@ export class Rollups {
     return true
   }
 
-  private building = false
+  /** Writes what the database file's log holds into the file itself, so the next start reads it directly. */
+  async save(): Promise<void> {
+    await this.conn?.run(`CHECKPOINT ${DB}`)
+  }
 
   /**
-   * Stops a rebuild in progress (it rolls back; the last save stays valid): a shutdown should not
-   * wait a minute for derived data.
+   * Stops a rebuild in progress (it rolls back; the tables stay as last committed): a shutdown
+   * should not wait a minute for derived data.
    */
   interrupt(): void {
     if (this.building) this.conn?.interrupt()
@@ -222,6 +252,7 @@ export class Rollups {
     } finally {
       this.building = false
     }
+    await this.save()
   }
 
   private async rebuildOnce(): Promise<void> {
@@ -230,7 +261,7 @@ export class Rollups {
     const ranges = await this.store.idRanges(Math.ceil(this.store.segments.reduce((a, s) => a + s.rows, 0) / 2_000_000))
     await c.run('BEGIN TRANSACTION')
     try {
-      for (const t of [...TABLES.map(([t, tier]) => tableName(t, tier)), 'rollup_meta']) await c.run(`DELETE FROM ${t}`)
+      for (const t of [...TABLES.map(([t, tier]) => tableName(t, tier)), META]) await c.run(`DELETE FROM ${t}`)
       for (let i = 0; i <= ranges.length; i++) {
         // Range bounds are call ids: bound as parameters, never spliced into the SQL.
         const lo = i > 0 ? ranges[i - 1]! : null
@@ -238,18 +269,20 @@ export class Rollups {
         const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq <= ${x} AND ($1::VARCHAR IS NULL OR id >= $1) AND ($2::VARCHAR IS NULL OR id < $2)`
         // Merged once per range, then summed into every table.
         await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(ids, String(x))}`, [lo, hi])
-        for (const [t, tier] of TABLES) await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)}`)
+        // The call tier has nothing to fold after a rebuild: its rows go in sorted by time, range by range.
+        for (const [t, tier] of TABLES) await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)}${tier === 'call' ? ' ORDER BY project_id, t' : ''}`)
         await c.run('DROP TABLE merged_now')
       }
-      await c.run(`INSERT INTO rollup_meta VALUES (${x})`)
+      await this.fold(true)
+      await c.run(`INSERT INTO ${META} VALUES (${x}, ${FORMAT})`)
       await c.run('COMMIT')
       this.x = x
     } catch (e) {
       await c.run('ROLLBACK').catch(() => {})
       throw e
     }
-    // One row per group, sorted by hour.
-    await this.consolidate()
+    this.baseRows = await this.size()
+    this.addedRows = 0
     this.ready = true
     this.origin = 'rebuilt'
   }
@@ -261,7 +294,7 @@ export class Rollups {
     const to = this.store.flushedSeq
     await c.run('BEGIN TRANSACTION')
     try {
-      const from = Number((await c.runAndReadAll('SELECT x FROM rollup_meta')).getRowsJS()[0]![0])
+      const from = Number((await c.runAndReadAll(`SELECT x FROM ${META}`)).getRowsJS()[0]![0])
       if (to > from) {
         const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq > ${from} AND seq <= ${to}`
         await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(ids, String(to))}`)
@@ -271,7 +304,7 @@ export class Rollups {
         }
         await c.run('DROP TABLE merged_now')
         await c.run('DROP TABLE merged_before')
-        await c.run(`UPDATE rollup_meta SET x = ${to}`)
+        await c.run(`UPDATE ${META} SET x = ${to}`)
       }
       await c.run('COMMIT')
       this.x = Math.max(this.x, to)
@@ -286,24 +319,9 @@ export class Rollups {
   /** Folds correction rows into one row per group (and drops groups that cancelled out). */
   private async consolidate(): Promise<void> {
     const c = this.conn!
-    const sums = (cols: string[]) => cols.map((x) => `sum(${x})::BIGINT AS ${x}`).join(', ')
     await c.run('BEGIN TRANSACTION')
     try {
-      for (const [t, tier] of TABLES) {
-        const dims = TIER_DIMS[tier].join(', ')
-        const group = TIER_DIMS[tier].map((_, i) => i + 1).join(', ')
-        const next = TIER_DIMS[tier].length + 1
-        const select = {
-          calls: `SELECT ${dims}, ${sums(['n', 'lat_n', 'lat_sum'])}, min(lat_min) AS lat_min, max(lat_max) AS lat_max, sum(err)::BIGINT AS err, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group}`,
-          latency: `SELECT ${dims}, k, sum(n)::BIGINT AS n FROM ${tableName(t, tier)} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
-          usage: `SELECT ${dims}, model, sum(n)::BIGINT AS n, ${TOKEN_NAMES.map((m) => `${sums([`${m}_sum`, `${m}_n`])}, min(${m}_min) AS ${m}_min, max(${m}_max) AS ${m}_max`).join(', ')}, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group}, ${next}`,
-        }[t]
-        await c.run(`CREATE TEMP TABLE folded AS ${select}`)
-        await c.run(`DELETE FROM ${tableName(t, tier)}`)
-        // Sorted by hour: queries read a time range, and DuckDB's zone maps skip the rest.
-        await c.run(`INSERT INTO ${tableName(t, tier)} SELECT * FROM folded ORDER BY project_id, hour`)
-        await c.run('DROP TABLE folded')
-      }
+      await this.fold()
       await c.run('COMMIT')
     } catch (e) {
       await c.run('ROLLBACK').catch(() => {})
@@ -314,13 +332,36 @@ export class Rollups {
   }
 
   /**
-   * The correction for parts past `x` (see the file comment) as SQL for one table and project, or
-   * null when there are none: every part acknowledged before this call is at or below lastSeq.
+   * One row per group, sorted by time (queries read a time range; DuckDB's zone maps skip the rest).
+   * In the caller's transaction. `hoursOnly`: the call tier is left as it is.
+   */
+  private async fold(hoursOnly = false): Promise<void> {
+    const c = this.conn!
+    const sums = (cols: string[]) => cols.map((x) => `sum(${x})::BIGINT AS ${x}`).join(', ')
+    for (const [t, tier] of TABLES) {
+      if (hoursOnly && tier === 'call') continue
+      const dims = TIER_DIMS[tier].join(', ')
+      const group = TIER_DIMS[tier].map((_, i) => i + 1).join(', ')
+      const next = TIER_DIMS[tier].length + 1
+      // The call tier: identical states summed (a subtracted one cancels the one it undoes).
+      const select = tier === 'call' ? `SELECT * REPLACE (sum(n)::INTEGER AS n) FROM ${tableName(t, tier)} GROUP BY ALL HAVING sum(n) <> 0` : {
+        calls: `SELECT ${dims}, ${sums(['n', 'lat_n', 'lat_sum'])}, min(lat_min) AS lat_min, max(lat_max) AS lat_max, sum(err)::BIGINT AS err, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group} HAVING sum(n) <> 0`,
+        latency: `SELECT ${dims}, k, sum(n)::BIGINT AS n FROM ${tableName(t, tier)} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
+        usage: `SELECT ${dims}, model, sum(n)::BIGINT AS n, ${TOKEN_NAMES.map((m) => `${sums([`${m}_sum`, `${m}_n`])}, min(${m}_min) AS ${m}_min, max(${m}_max) AS ${m}_max`).join(', ')}, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
+      }[t]
+      await c.run(`CREATE OR REPLACE TABLE ${tableName(t, tier)} AS ${select} ORDER BY project_id, ${timeDim(tier)}`)
+    }
+  }
+
+  /**
+   * The correction for parts past `x` (see the file comment) as SQL for one table and project (rows
+   * as stored, see storedAs), or null when there are none: every part acknowledged before this call is at or below lastSeq.
    */
   fresh(table: Table, tier: Tier, project: string): string | null {
     if (this.store.lastSeq <= this.x) return null
-    const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${project} AND seq > (SELECT x FROM rollup_meta)`
-    return `${contribution(mergedOf(ids, null), 1, table, tier)} UNION ALL ${contribution(mergedOf(ids, '(SELECT x FROM rollup_meta)'), -1, table, tier)}`
+    const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${project} AND seq > (SELECT x FROM ${META})`
+    const t = storedAs(table, tier)
+    return `${contribution(mergedOf(ids, null), 1, t, tier)} UNION ALL ${contribution(mergedOf(ids, `(SELECT x FROM ${META})`), -1, t, tier)}`
   }
 
   async size(): Promise<number> {
@@ -328,9 +369,10 @@ export class Rollups {
     return Number(r.getRowsJS()[0]![0])
   }
 
-  /** Saves the tables (so the next start loads them instead of rebuilding) and closes. */
+  /** Checkpoints the database file (so the next start reads it without replaying its log) and detaches it. */
   async close(): Promise<void> {
     await this.save().catch(() => {})
+    await this.conn?.run(`DETACH ${DB}`).catch(() => {})
     this.conn?.closeSync()
     this.conn = undefined
   }
