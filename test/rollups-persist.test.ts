@@ -64,3 +64,44 @@ t.test('rollups are saved and loaded across restarts; a damaged save only means 
   t.equal(counted, 150, 'every call counted')
   await a.close()
 })
+
+t.test('the per-call tier through corrections, deletes and consolidation gives what a scan gives', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const a = await openAnalytics(dir, { flushIntervalMs: 0 })
+  t.teardown(() => a.close())
+  await a.ready()
+  const Q = 'e/calltier'
+  const base = Date.parse('2026-05-01T00:00:00Z')
+  const ids = Array.from({ length: 60 }, (_, k) => `01900000-0000-7000-c000-${k.toString(16).padStart(12, '0')}`)
+  const started = (k: number) => base + k * 7 * 60_000 + 1234
+  // Starts first (flushed: in the tables), then ends with usage and errors, then deletes.
+  await a.store.ingest(ids.map((id, k) => startPart({ project_id: Q, id, trace_id: id, op_name: `op${k % 2}`, started_at: new Date(started(k)).toISOString(), attributes: {}, inputs: {} }, 'me')))
+  await a.store.flush()
+  await a.store.ingest(ids.map((id, k) => endPart({ project_id: Q, id, ended_at: new Date(started(k) + 100 + k * 37).toISOString(), summary: { usage: { [`m${k % 3}`]: { prompt_tokens: k, completion_tokens: 2 * k } } }, ...(k % 11 === 0 ? { exception: 'boom' } : {}) })))
+  await a.store.flush()
+  await a.store.ingest(ids.filter((_, k) => k % 7 === 3).map((id) => ({ kind: 'delete' as const, project_id: Q, id, deleted_us: Date.now() * 1000 })))
+  // Left in the tail: the query-time correction.
+  await a.store.ingest(ids.slice(0, 5).map((id, k) => endPart({ project_id: Q, id, ended_at: new Date(started(k) + 5000).toISOString(), summary: {} })))
+  const req = {
+    project_id: Q,
+    start: new Date(base + 17 * 60_000 + 5).toISOString(),
+    end: new Date(base + 6 * 3_600_000 + 41 * 60_000).toISOString(),
+    granularity: 3600,
+    call_metrics: [{ metric: 'latency_ms' as const, aggregations: ['sum', 'avg'], percentiles: [50, 90] }, { metric: 'call_count' as const }, { metric: 'error_count' as const }],
+    usage_metrics: [{ metric: 'input_tokens' as const, aggregations: ['sum', 'count'] }, { metric: 'output_tokens' as const }],
+  }
+  const scan = await a.stats.run({ ...req, filter: { trace_ids: ids } })
+  t.equal(scan.path, 'scan')
+  const before = await a.stats.run(req)
+  t.equal(before.path, 'rollup')
+  t.same(before.result, scan.result, 'corrections and the tail: as a scan')
+  await a.store.flush()
+  await a.rollups.consolidate()
+  const after = await a.stats.run(req)
+  t.same(after.result, scan.result, 'after consolidation: the same')
+  const user = await a.stats.run({ ...req, filter: { svc_user_ids: ['me'] } })
+  t.same(user.result, scan.result, 'latency percentiles by user (call tier only): the same')
+  const calls = (scan.result.call_buckets as { count: number }[]).reduce((s, b) => s + b.count, 0)
+  t.ok(calls > 30, `calls counted (${calls})`)
+})

@@ -316,8 +316,8 @@ export class Rollups {
     if (this.addedRows > Math.max(10_000, this.baseRows / 4)) await this.consolidate()
   }
 
-  /** Folds correction rows into one row per group (and drops groups that cancelled out). */
-  private async consolidate(): Promise<void> {
+  /** Folds correction rows into one row per group (and drops groups that cancelled out). Runs by itself after enough flushes. */
+  async consolidate(): Promise<void> {
     const c = this.conn!
     await c.run('BEGIN TRANSACTION')
     try {
