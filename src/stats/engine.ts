@@ -273,9 +273,20 @@ export class CallStats {
       }
       // One branch per window: each gets its own range filter, which the table's zone maps prune by.
       const where = (w: [number, number]) => [`project_id = ${p}`, `t >= ${ts(w[0])}`, `t < ${ts(w[1])}`, ...conds].join(' AND ')
-      const any = `(${piece.windows.map((w) => `(${where(w)})`).join(' OR ')})`
+      const any = (ws: [number, number][]) => `(${ws.map((w) => `(${where(w)})`).join(' OR ')})`
+      // Few pieces each inside one bucket (the ends of a range, mostly): the bucket is a constant per
+      // branch. Many (buckets off whole hours): rows find their bucket by time (an ASOF join).
+      const pieces = inBuckets(piece.windows, starts)
+      if (pieces.length <= 8) {
+        const branches = pieces.map(([lo, hi, b]) => `SELECT ${b}::BIGINT AS bucket, * FROM (${shaped(`SELECT * FROM ${t} WHERE ${where([lo, hi])}`, table, tier)})`)
+        if (fresh) {
+          const cases = pieces.map(([lo, hi, b]) => `WHEN t >= ${ts(lo)} AND t < ${ts(hi)} THEN ${b}::BIGINT`).join(' ')
+          branches.push(`SELECT CASE ${cases} END AS bucket, * FROM (${shaped(`SELECT * FROM (${fresh}) WHERE ${any(pieces.map(([lo, hi]) => [lo, hi]))}`, table, tier)})`)
+        }
+        return `${ctes}, src AS (${branches.join(' UNION ALL ')})`
+      }
       const branches = piece.windows.map((w) => `SELECT * FROM ${t} WHERE ${where(w)}`)
-      if (fresh) branches.push(`SELECT * FROM (${fresh}) WHERE ${any}`)
+      if (fresh) branches.push(`SELECT * FROM (${fresh}) WHERE ${any(piece.windows)}`)
       return `${ctes}, src AS (SELECT epoch_ms(b.ts) AS bucket, r.* FROM (${shaped(branches.join(' UNION ALL '), table, tier)}) r ASOF JOIN b ON r.t >= b.ts)`
     }
     const tasks: Promise<void>[] = []
@@ -449,4 +460,20 @@ export function split(start: number, end: number, starts: readonly number[], spa
   }
   piece(at, end)
   return { hours, windows }
+}
+
+/** The windows cut at bucket starts: [lo, hi, bucket start] pieces, each inside one bucket. */
+export function inBuckets(windows: readonly [number, number][], starts: readonly number[]): [number, number, number][] {
+  const out: [number, number, number][] = []
+  let bi = 0
+  for (const [lo, hi] of windows) {
+    let at = lo
+    while (at < hi) {
+      while (bi + 1 < starts.length && starts[bi + 1]! <= at) bi++
+      const next = bi + 1 < starts.length ? Math.min(hi, starts[bi + 1]!) : hi
+      out.push([at, next, starts[bi]!])
+      at = next
+    }
+  }
+  return out
 }

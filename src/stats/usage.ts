@@ -1,3 +1,4 @@
+import { listValue } from '@duckdb/node-api'
 import { ApiError } from '../http/errors.js'
 import { Params } from '../query/expr.js'
 import type { CallFilter, CallStore } from '../calls/store.js'
@@ -17,13 +18,13 @@ export interface Usage {
 }
 type UsageMap = Record<string, Usage>
 
+/** A fetched call: its id (when the caller needs it), and its parent as an index into the same fetch (-1: none fetched). */
 interface Fetched {
-  id: string
-  parent_id: string | null
-  trace_id: string
+  id: string | null
+  parent: number
   started_ms: number
   ended: boolean
-  usage: Record<string, number | string | null>[] | null
+  usage: Record<string, number | string | null>[]
 }
 
 const COSTS = ['prompt_tokens_total_cost', 'completion_tokens_total_cost', 'cache_read_input_tokens_total_cost', 'cache_creation_input_tokens_total_cost'] as const
@@ -78,27 +79,32 @@ function add(into: UsageMap, from: UsageMap): void {
 
 /**
  * Each fetched call's usage plus that of all its fetched descendants (a parent outside the set is
- * not followed). Bottom-up over the tree, without recursion.
+ * not followed), by index. Bottom-up over the tree, without recursion.
  */
-function rollUp(calls: Fetched[], project: string, prices: readonly PriceRow[] | null): Map<string, UsageMap> {
-  const byId = new Map(calls.map((c) => [c.id, c]))
-  const total = new Map(calls.map((c) => [c.id, ownUsage(c, project, prices)]))
-  const pending = new Map<string, number>()
-  for (const c of calls) if (c.parent_id && byId.has(c.parent_id)) pending.set(c.parent_id, (pending.get(c.parent_id) ?? 0) + 1)
-  const ready = calls.filter((c) => !pending.has(c.id)).map((c) => c.id)
+function rollUp(calls: Fetched[], project: string, prices: readonly PriceRow[] | null): UsageMap[] {
+  const total = calls.map((c) => ownUsage(c, project, prices))
+  const pending = new Int32Array(calls.length)
+  for (const [i, c] of calls.entries()) if (c.parent >= 0 && c.parent !== i) pending[c.parent]!++
+  const ready: number[] = []
+  for (let i = 0; i < calls.length; i++) if (pending[i] === 0) ready.push(i)
   while (ready.length) {
-    const id = ready.pop()!
-    const parent = byId.get(id)!.parent_id
-    if (!parent || !byId.has(parent) || parent === id) continue
-    add(total.get(parent)!, total.get(id)!)
-    const left = pending.get(parent)! - 1
-    pending.set(parent, left)
-    if (left === 0) ready.push(parent)
+    const i = ready.pop()!
+    const parent = calls[i]!.parent
+    if (parent < 0 || parent === i) continue
+    add(total[parent]!, total[i]!)
+    if (--pending[parent]! === 0) ready.push(parent)
   }
   return total
 }
 
 export class UsageRollup {
+  /** The ids of the calls of these traces that have not ended (few: only asked for when some are). */
+  private async unfinished(project: string, traces: string[]): Promise<string[]> {
+    const params = new Params()
+    const rel = this.store.relation(project, { filter: { trace_ids: traces } }, params, { only: ['ended_at'], where: ['m.ended_at IS NULL'] })
+    return (await this.store.rows(`SELECT m.id FROM ${rel}`, params)).map((r) => String(r.id))
+  }
+
   constructor(
     private readonly store: CallStore,
     private readonly prices: Prices,
@@ -106,36 +112,39 @@ export class UsageRollup {
 
   /**
    * The calls (up to limit) with their usage as flat rows, one per (call, model), a call without
-   * usage once: nested lists cost far more to bring out of DuckDB than scalar columns.
+   * usage once: nested lists cost far more to bring out of DuckDB than scalar columns. Calls are
+   * numbered in SQL and parents given by number, so no id string comes out but those asked for
+   * (`ids`: the given ones; all when null).
    */
-  private async fetch(project: string, filter: CallFilter, query: { $expr: unknown } | null | undefined, limit: number): Promise<Fetched[]> {
+  private async fetch(project: string, filter: CallFilter, query: { $expr: unknown } | null | undefined, limit: number, ids: string[] | null): Promise<Fetched[]> {
     const params = new Params()
-    const rel = this.store.relation(project, { filter, query }, params, { only: ['parent_id', 'trace_id', 'started_at', 'ended_at', 'usage'] })
+    const rel = this.store.relation(project, { filter, query }, params, { only: ['parent_id', 'started_at', 'ended_at', 'usage'] })
     const fields = ['model', 'requests', 'prompt_tokens', 'input_tokens', 'completion_tokens', 'output_tokens', 'total_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens']
+    const id = ids === null ? 'k.id' : `CASE WHEN list_contains(${params.add(listValue(ids))}, k.id) THEN k.id END`
     const rows = await this.store.rows(
-      `SELECT id, parent_id, trace_id, started_ms, ended, ${fields.map((f) => `u.${f} AS u_${f}`).join(', ')}
-      FROM (SELECT *, unnest(CASE WHEN usage IS NULL OR len(usage) = 0 THEN [NULL] ELSE usage END) AS u FROM (
-        SELECT m.id, m.parent_id, m.trace_id, m.started_at, epoch_ms(m.started_at) AS started_ms, m.ended_at IS NOT NULL AS ended, m.usage
-        FROM ${rel} ORDER BY m.started_at, m.id LIMIT ${params.add(limit)}))`,
+      `WITH k AS MATERIALIZED (SELECT (row_number() OVER ()) - 1 AS idx, * FROM (
+          SELECT m.id, m.parent_id, epoch_ms(m.started_at) AS started_ms, m.ended_at IS NOT NULL AS ended, m.usage
+          FROM ${rel} ORDER BY m.started_at, m.id LIMIT ${params.add(limit)}))
+      SELECT idx, pidx, id, started_ms, ended, ${fields.map((f) => `u.${f} AS u_${f}`).join(', ')}
+      FROM (SELECT k.idx, coalesce(p.idx, -1) AS pidx, ${id} AS id, k.started_ms, k.ended,
+          unnest(CASE WHEN k.usage IS NULL OR len(k.usage) = 0 THEN [NULL] ELSE k.usage END) AS u
+        FROM k LEFT JOIN k p ON p.id = k.parent_id)`,
       params,
     )
-    const calls = new Map<string, Fetched>()
+    const calls: Fetched[] = []
     for (const r of rows) {
-      const id = String(r.id)
-      let c = calls.get(id)
-      if (!c) {
-        c = { id, parent_id: (r.parent_id as string | null) ?? null, trace_id: String(r.trace_id), started_ms: Number(r.started_ms), ended: Boolean(r.ended), usage: [] }
-        calls.set(id, c)
-      }
+      const i = Number(r.idx)
+      let c = calls[i]
+      if (!c) calls[i] = c = { id: (r.id as string | null) ?? null, parent: Number(r.pidx), started_ms: Number(r.started_ms), ended: Boolean(r.ended), usage: [] }
       if (r.u_model === null || r.u_model === undefined) continue
       const u: Record<string, number | string | null> = {}
       for (const f of fields) {
         const v = r[`u_${f}`]
         u[f] = typeof v === 'bigint' ? Number(v) : (v as number | string | null)
       }
-      c.usage!.push(u)
+      c.usage.push(u)
     }
-    return [...calls.values()]
+    return calls
   }
 
   /**
@@ -156,7 +165,7 @@ export class UsageRollup {
     const queue: string[][] = traces.length ? [traces] : []
     while (queue.length) {
       const batch = queue.shift()!
-      const calls = await this.fetch(project, { trace_ids: batch }, null, limit + 1)
+      const calls = await this.fetch(project, { trace_ids: batch }, null, limit + 1, wanted)
       if (calls.length > limit) {
         if (batch.length === 1) throw new ApiError(413, `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`)
         const half = Math.ceil(batch.length / 2)
@@ -164,10 +173,8 @@ export class UsageRollup {
         continue
       }
       const totals = rollUp(calls, project, prices)
-      for (const c of calls) {
-        if (!c.ended) unfinished.add(c.id)
-        if (c.id in result) result[c.id] = totals.get(c.id)!
-      }
+      for (const [i, c] of calls.entries()) if (c.id !== null) result[c.id] = totals[i]!
+      if (calls.some((c) => !c.ended)) for (const id of await this.unfinished(project, batch)) unfinished.add(id)
     }
     return { call_usage: result, unfinished_call_ids: [...unfinished].sort() }
   }
@@ -175,11 +182,11 @@ export class UsageRollup {
   /** `/trace/usage`: the calls matching filter and query (up to limit), each with its fetched descendants. */
   async traces(project: string, filter: CallFilter | null | undefined, query: { $expr: unknown } | null | undefined, includeCosts: boolean, limit: number): Promise<{ call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] }> {
     if (!Number.isInteger(limit) || limit < 1) throw new ApiError(400, 'limit must be at least 1')
-    const calls = await this.fetch(project, filter ?? {}, query, limit)
+    const calls = await this.fetch(project, filter ?? {}, query, limit, null)
     const totals = rollUp(calls, project, includeCosts ? await this.prices.forProject(project) : null)
     return {
-      call_usage: Object.fromEntries(calls.map((c) => [c.id, totals.get(c.id)!])),
-      unfinished_call_ids: calls.filter((c) => !c.ended).map((c) => c.id).sort(),
+      call_usage: Object.fromEntries(calls.map((c, i) => [c.id!, totals[i]!])),
+      unfinished_call_ids: calls.filter((c) => !c.ended).map((c) => c.id!).sort(),
     }
   }
 }
