@@ -31,6 +31,21 @@ export interface Config {
   ingestQueue: number
   /** Default prices added to or replacing the book's: `model=prompt,completion[,cache_read,cache_creation];…` (USD per token). */
   prices: string
+  /** Model directories to serve (Hugging Face layout); empty: the built-in tiny model; `none`: no inference. */
+  models: string[]
+  /** Served names, one per model (default: the directory's name). */
+  servedModelNames: string[]
+  schedulingPolicy: 'fcfs' | 'priority'
+  /** Sequences decoded together at most, per model. */
+  maxNumSeqs: number
+  /** KV-cache positions per model, over all its running sequences. */
+  kvCacheTokens: number
+  /** Chat requests waiting to start at most, per model (429 past it). */
+  maxWaitingRequests: number
+  /** Prompt tokens prefilled per step (chunked prefill). */
+  prefillChunk: number
+  /** TF.js backend: auto (tensorflow when installed, else wasm, else cpu), tensorflow, wasm or cpu. */
+  inferenceBackend: string
 }
 
 export const DEFAULTS = {
@@ -52,6 +67,12 @@ export const DEFAULTS = {
   ingestQueue: 256,
   // The models weft serves, priced at 0 until an operator sets a price.
   prices: 'weft-tiny=0,0',
+  schedulingPolicy: 'fcfs' as const,
+  maxNumSeqs: 64,
+  kvCacheTokens: 131_072,
+  maxWaitingRequests: 256,
+  prefillChunk: 512,
+  inferenceBackend: 'auto',
 }
 
 const FLAG_TO_ENV: Record<string, string> = {
@@ -73,6 +94,14 @@ const FLAG_TO_ENV: Record<string, string> = {
   'ingest-workers': 'WEFT_INGEST_WORKERS',
   'ingest-queue': 'WEFT_INGEST_QUEUE',
   prices: 'WEFT_PRICES',
+  model: 'WEFT_MODEL',
+  'served-model-name': 'WEFT_SERVED_MODEL_NAME',
+  'scheduling-policy': 'WEFT_SCHEDULING_POLICY',
+  'max-num-seqs': 'WEFT_MAX_NUM_SEQS',
+  'kv-cache-tokens': 'WEFT_KV_CACHE_TOKENS',
+  'max-waiting-requests': 'WEFT_MAX_WAITING_REQUESTS',
+  'prefill-chunk': 'WEFT_PREFILL_CHUNK',
+  'inference-backend': 'WEFT_INFERENCE_BACKEND',
 }
 
 export class ConfigError extends Error {}
@@ -152,5 +181,19 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     ingestWorkers: int('ingest-workers', get('ingest-workers'), DEFAULTS.ingestWorkers, 0, 256),
     ingestQueue: int('ingest-queue', get('ingest-queue'), DEFAULTS.ingestQueue, 1, 1_000_000),
     prices: get('prices') ?? DEFAULTS.prices,
+    models: list(get('model'), []).map((m) => (m === 'none' ? m : path.resolve(m))),
+    servedModelNames: list(get('served-model-name'), []),
+    schedulingPolicy: oneOf('scheduling-policy', get('scheduling-policy'), ['fcfs', 'priority'] as const, DEFAULTS.schedulingPolicy),
+    maxNumSeqs: int('max-num-seqs', get('max-num-seqs'), DEFAULTS.maxNumSeqs, 1, 4096),
+    kvCacheTokens: int('kv-cache-tokens', get('kv-cache-tokens'), DEFAULTS.kvCacheTokens, 16, 2 ** 30),
+    maxWaitingRequests: int('max-waiting-requests', get('max-waiting-requests'), DEFAULTS.maxWaitingRequests, 1, 1_000_000),
+    prefillChunk: int('prefill-chunk', get('prefill-chunk'), DEFAULTS.prefillChunk, 1, 1_000_000),
+    inferenceBackend: oneOf('inference-backend', get('inference-backend'), ['auto', 'tensorflow', 'wasm', 'cpu'] as const, 'auto'),
   }
+}
+
+function oneOf<T extends string>(name: string, v: string | undefined, allowed: readonly T[], fallback: T): T {
+  if (v === undefined || v === '') return fallback
+  if (!allowed.includes(v as T)) throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got ${JSON.stringify(v)}`)
+  return v as T
 }

@@ -20,6 +20,9 @@ import { CallStore } from './calls/store.js'
 import { IngestPool } from './calls/ingest-pool.js'
 import { attachAnalytics } from './stats/analytics.js'
 import { statsRoutes } from './api/stats.js'
+import { chatRoutes } from './api/chat.js'
+import { ModelServer } from './inference/client.js'
+import { makeTinyModel } from './inference/tiny-model.js'
 
 export const SERVER_FILE = 'server.json'
 
@@ -47,6 +50,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   let closed = false
   let openedCalls: CallStore | undefined
   let ingest: IngestPool | undefined
+  const models: ModelServer[] = []
   try {
     const keys = await KeyStore.load(catalog)
     const calls = await CallStore.open(config.dataDir, { flushRows: config.callsFlushRows, flushIntervalMs: config.callsFlushIntervalMs, queryTimeoutMs: config.queryTimeoutMs })
@@ -82,7 +86,9 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     app.add(statsRoutes(analytics.stats, analytics.usage, analytics.prices))
     app.add(otelRoutes(calls, pool, config.maxBodyBytes))
     app.add(objectRoutes(new ObjectStore(catalog), config.maxBodyBytes))
-    app.add(specRoutes())
+    models.push(...(await startModels(config, log)))
+    if (models.length) app.add(chatRoutes({ models, priorityScheduling: config.schedulingPolicy === 'priority' }))
+    app.add(specRoutes({ chat: models.length > 0 }))
 
     const listening = await (opts.serve ?? serveUws)(app, config.host, config.port)
     const host = config.host.includes(':') ? `[${config.host}]` : config.host
@@ -108,6 +114,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
         const outcome = await Promise.race([app.idle().then(() => 'idle' as const), deadline])
         if (outcome === 'timeout') log.warn({ pending: app.pending }, 'shutdown grace period over; closing with requests in flight')
         await pool.close()
+        await Promise.all(models.map((m) => m.close()))
         analytics.rollups.interrupt()
         await calls.exclusive(async () => analytics.rollups.close())
         await calls.close()
@@ -117,9 +124,47 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
       },
     }
   } catch (e) {
+    await Promise.all(models.map((m) => m.close().catch(() => {})))
     await ingest?.close().catch(() => {})
     await openedCalls?.close().catch(() => {})
     if (!closed) await catalog.close().catch(() => {})
     throw e
   }
+}
+
+/** The built-in model's name and where it is made on first start. */
+export const TINY_MODEL = 'weft-tiny'
+
+/**
+ * One inference worker per model directory. With none configured, the built-in tiny model (made in
+ * DATA_DIR/models on first start, deterministically: nothing is downloaded); `none` serves no model.
+ */
+async function startModels(config: Config, log: Logger): Promise<ModelServer[]> {
+  if (config.models.includes('none')) return []
+  let dirs = config.models
+  let names = config.servedModelNames
+  if (!dirs.length) {
+    const dir = path.join(config.dataDir, 'models', TINY_MODEL)
+    const made = await fs.stat(path.join(dir, 'config.json')).then(() => true, () => false)
+    if (!made) {
+      await makeTinyModel(dir + '.tmp')
+      await fs.rm(dir, { recursive: true, force: true })
+      await fs.rename(dir + '.tmp', dir)
+      log.info({ dir }, 'made the built-in tiny model')
+    }
+    dirs = [dir]
+    names = names.length ? names : [TINY_MODEL]
+  }
+  if (names.length && names.length !== dirs.length) throw new Error(`--served-model-name names ${names.length} models, --model gives ${dirs.length}`)
+  const engine = { maxNumSeqs: config.maxNumSeqs, maxWaiting: config.maxWaitingRequests, kvTokens: config.kvCacheTokens, prefillChunk: config.prefillChunk, priority: config.schedulingPolicy === 'priority', maxLogprobs: 20 }
+  const started: ModelServer[] = []
+  try {
+    for (const [i, dir] of dirs.entries()) {
+      started.push(await ModelServer.start({ modelDir: dir, servedName: names[i] ?? path.basename(dir), engine, backend: config.inferenceBackend }, log))
+    }
+  } catch (e) {
+    await Promise.all(started.map((m) => m.close().catch(() => {})))
+    throw e
+  }
+  return started
 }

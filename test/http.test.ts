@@ -214,11 +214,12 @@ t.test('chat family: validation errors are 400 in the OpenAI envelope', async (t
   const b = await call('POST', '/v1/chat/completions', { headers: h, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], top_k: -2 }) })
   t.equal(b.status, 400)
   t.match(b.json, { error: { param: 'top_k', code: 400 } })
-  const c = await call('POST', '/v1/chat/completions', { headers: h, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], some_unknown_field: true }) })
-  t.equal(c.status, 501, 'unknown extra fields are ignored, as vLLM does')
-  t.match(c.json, { error: { type: 'NotImplementedError', code: 501 } })
+  const c = await call('POST', '/v1/chat/completions', { headers: h, body: JSON.stringify({ model: 'weft-tiny', messages: [{ role: 'user', content: 'hi', extra_key: 1 }], max_tokens: 2, some_unknown_field: true }) })
+  t.equal(c.status, 200, 'unknown extra fields are ignored, as vLLM does')
+  t.match(c.json, { object: 'chat.completion', model: 'weft-tiny' })
   const d = await call('POST', '/inference/v1/chat/completions', { headers: h, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) })
-  t.equal(d.status, 501, '/inference/v1/chat/completions is /v1/chat/completions')
+  t.equal(d.status, 404, '/inference/v1/chat/completions is /v1/chat/completions')
+  t.match(d.json, { error: { type: 'NotFoundError', code: 404, param: 'model', message: 'The model `m` does not exist.' } })
 })
 
 t.test('413: body limits, declared and chunked', async (t) => {

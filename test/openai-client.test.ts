@@ -28,11 +28,14 @@ t.test('400 surfaces as BadRequestError with the param', async (t) => {
   t.match(e.message, /greater than or equal to -1/)
 })
 
-t.test('a route not built yet is a typed 501, never a hang or a 404', async (t) => {
-  const err = await client(s.key).chat.completions.create(req).catch((e: unknown) => e)
+t.test('a server started without a model answers chat with a typed 501, never a hang or a 404', async (t) => {
+  const bare = await startServer({ args: ['--model', 'none'] })
+  t.teardown(() => bare.stop())
+  const c = (baseURL: string) => new OpenAI({ apiKey: bare.key, baseURL, maxRetries: 0 })
+  const err = await c(bare.url + '/v1').chat.completions.create(req).catch((e: unknown) => e)
   t.type(err, OpenAI.InternalServerError)
   t.equal((err as InstanceType<typeof OpenAI.InternalServerError>).status, 501)
-  const viaInference = await client(s.key, s.url + '/inference/v1').models.list().catch((e: unknown) => e)
+  const viaInference = await c(bare.url + '/inference/v1').models.list().catch((e: unknown) => e)
   t.equal((viaInference as InstanceType<typeof OpenAI.APIError>).status, 501)
 })
 

@@ -19,14 +19,14 @@ function unknownInference(ctx: Ctx): never {
 }
 
 const OBJECTS = 'objects and the /v2 project API'
-const CHAT = 'issue 5: chat completions'
+const CHAT = 'chat completions (this server was started without a model: --model none)'
 
 /**
  * Every route of the interface spec. Each declares its contract now, so requests are validated and
  * authorised and the OpenAPI document is complete; the ones without a handler answer 501 until
  * their issue lands, never 404.
  */
-export function specRoutes(): RouteDef[] {
+export function specRoutes(opts: { chat: boolean } = { chat: false }): RouteDef[] {
   const v2 = '/v2/{entity}/{project}'
   const chat = (path: string) =>
     route({
@@ -40,8 +40,22 @@ export function specRoutes(): RouteDef[] {
       response: { description: 'A completion, or an SSE stream of chunks when `stream` is true', schema: ChatCompletionResSchema },
       pending: CHAT,
     })
+  const pendingChat = opts.chat
+    ? []
+    : [
+        chat('/v1/chat/completions'),
+        route({
+          method: 'GET',
+          path: '/v1/models',
+          family: 'openai',
+          auth: 'key',
+          tags: ['Chat'],
+          summary: 'List served models',
+          pending: CHAT,
+        }),
+      ]
   return [
-    chat('/v1/chat/completions'),
+    ...pendingChat,
     route({
       method: 'GET',
       path: '/inference/v1{path}',
@@ -63,15 +77,6 @@ export function specRoutes(): RouteDef[] {
       summary: 'The chat-completion-compatible API under the /inference/v1 prefix',
       description: '`/inference/v1/X` answers as `/v1/X`; sub-paths with no such route are 404.',
       handler: unknownInference,
-    }),
-    route({
-      method: 'GET',
-      path: '/v1/models',
-      family: 'openai',
-      auth: 'key',
-      tags: ['Chat'],
-      summary: 'List served models',
-      pending: CHAT,
     }),
     route({
       method: 'POST',

@@ -1,0 +1,149 @@
+import { Worker } from 'node:worker_threads'
+import { fileURLToPath } from 'node:url'
+import { randomUUID } from 'node:crypto'
+import type { Logger } from 'pino'
+import type { GenerateRequest, ModelInfo, WorkerCommand, WorkerEvent } from './protocol.js'
+import type { WorkerConfig } from './worker.js'
+
+/** Events of one request, pulled by the HTTP side as it writes them. */
+export class RequestEvents implements AsyncIterable<WorkerEvent> {
+  private readonly queue: WorkerEvent[] = []
+  private waiter: (() => void) | null = null
+  ended = false
+
+  constructor(private readonly onCancel: () => void) {}
+
+  push(e: WorkerEvent): void {
+    this.queue.push(e)
+    if (e.type === 'done' || e.type === 'error') this.ended = true
+    this.waiter?.()
+  }
+
+  /** The client went away: the engine drops the sequence and frees its cache. */
+  cancel(): void {
+    if (this.ended) return
+    this.ended = true
+    this.onCancel()
+    this.waiter?.()
+  }
+
+  /** The next event (undefined once cancelled and drained). */
+  async next(): Promise<WorkerEvent | undefined> {
+    while (!this.queue.length) {
+      if (this.ended) return undefined
+      await new Promise<void>((r) => (this.waiter = r))
+      this.waiter = null
+    }
+    return this.queue.shift()
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<WorkerEvent> {
+    for (let e = await this.next(); e; e = await this.next()) yield e
+  }
+}
+
+/**
+ * One model served by a dedicated worker thread. A worker that dies fails the requests it held
+ * and is started again.
+ */
+export class ModelServer {
+  private worker!: Worker
+  private readonly pending = new Map<string, RequestEvents>()
+  private readonly replies = new Map<string, { resolve: (v: unknown) => void; reject: (e: Error & { status?: number }) => void }>()
+  private closing = false
+  info!: ModelInfo
+
+  private constructor(
+    private readonly config: WorkerConfig,
+    private readonly log: Logger,
+  ) {}
+
+  static async start(config: WorkerConfig, log: Logger): Promise<ModelServer> {
+    const s = new ModelServer(config, log)
+    await s.spawn()
+    return s
+  }
+
+  private spawn(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const w = new Worker(fileURLToPath(new URL('../../workers/inference.js', import.meta.url)), { workerData: this.config })
+      this.worker = w
+      let ready = false
+      w.on('message', (e: WorkerEvent | { type: 'fatal'; message: string }) => {
+        if (e.type === 'fatal') {
+          if (!ready) reject(new Error(`model ${this.config.modelDir}: ${e.message}`))
+          else this.log.error({ model: this.config.servedName, err: e.message }, 'inference worker failed')
+          return
+        }
+        if (e.type === 'ready') {
+          ready = true
+          this.info = e.model
+          this.log.info({ model: e.model.name, backend: e.model.backend, architecture: e.model.architecture, parameters: e.model.parameters, max_model_len: e.model.maxModelLen }, 'model loaded')
+          resolve()
+          return
+        }
+        if (e.type === 'reply') {
+          const r = this.replies.get(e.id)
+          this.replies.delete(e.id)
+          if (e.error) r?.reject(Object.assign(new Error(e.error.message), { status: e.error.status }))
+          else r?.resolve(e.result)
+          return
+        }
+        const q = this.pending.get(e.id)
+        if (!q) return
+        q.push(e)
+        if (e.type === 'done' || e.type === 'error') this.pending.delete(e.id)
+      })
+      w.on('error', (err) => this.log.error({ err }, 'inference worker error'))
+      w.on('exit', (code) => {
+        if (!ready) return reject(new Error(`model ${this.config.modelDir}: the inference worker exited (${code}) while loading`))
+        for (const [id, q] of this.pending) q.push({ type: 'error', id, status: 500, message: 'Internal server error' })
+        this.pending.clear()
+        for (const r of this.replies.values()) r.reject(Object.assign(new Error('Internal server error'), { status: 500 }))
+        this.replies.clear()
+        if (this.closing) return
+        this.log.error({ model: this.config.servedName, code }, 'inference worker exited; starting it again')
+        this.spawn().catch((err) => this.log.error({ err }, 'inference worker did not restart'))
+      })
+    })
+  }
+
+  private send(c: WorkerCommand): void {
+    this.worker.postMessage(c)
+  }
+
+  generate(req: GenerateRequest): RequestEvents {
+    const q = new RequestEvents(() => {
+      this.pending.delete(req.id)
+      this.send({ type: 'cancel', id: req.id })
+    })
+    this.pending.set(req.id, q)
+    this.send({ type: 'generate', req })
+    return q
+  }
+
+  private ask<T>(c: WorkerCommand & { id: string }): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.replies.set(c.id, { resolve: resolve as (v: unknown) => void, reject })
+      this.send(c)
+    })
+  }
+
+  tokenize(c: Omit<Extract<WorkerCommand, { type: 'tokenize' }>, 'type' | 'id'>): Promise<{ ids: number[]; strs: string[] | null }> {
+    return this.ask({ ...c, type: 'tokenize', id: randomUUID() })
+  }
+
+  detokenize(tokens: number[]): Promise<string> {
+    return this.ask({ type: 'detokenize', id: randomUUID(), tokens })
+  }
+
+  async close(): Promise<void> {
+    this.closing = true
+    for (const q of this.pending.values()) q.cancel()
+    this.send({ type: 'stop' })
+    const exited = new Promise((r) => this.worker.once('exit', r))
+    const timer = setTimeout(() => void this.worker.terminate(), 5000)
+    await exited
+    clearTimeout(timer)
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * Messages between the HTTP side and an inference worker. The worker renders, tokenizes, schedules,
+ * runs the model and detokenizes; the HTTP side only validates, forwards and writes responses.
+ */
+import type { TemplateMessage } from './tokenizer.js'
+
+/** A chat request as the engine takes it: validated, sampling fields still null where the model's defaults apply. */
+export interface GenerateRequest {
+  id: string
+  messages: TemplateMessage[]
+  addGenerationPrompt: boolean
+  continueFinalMessage: boolean
+  addSpecialTokens: boolean
+  tools: unknown[] | null
+  documents: unknown[] | null
+  chatTemplate: string | null
+  chatTemplateKwargs: Record<string, unknown> | null
+  truncatePromptTokens: number | null
+  n: number
+  /** max_completion_tokens ?? max_tokens. */
+  maxTokens: number | null
+  temperature: number | null
+  topP: number | null
+  topK: number | null
+  minP: number | null
+  repetitionPenalty: number | null
+  frequencyPenalty: number | null
+  presencePenalty: number | null
+  logitBias: [number, number][] | null
+  minTokens: number
+  allowedTokenIds: number[] | null
+  badWords: string[]
+  stop: string[]
+  stopTokenIds: number[]
+  includeStopStrInOutput: boolean
+  ignoreEos: boolean
+  skipSpecialTokens: boolean
+  spacesBetweenSpecialTokens: boolean
+  /** Top alternatives per token; null: no logprobs. */
+  logprobs: number | null
+  returnTokensAsTokenIds: boolean
+  seed: number | null
+  priority: number
+  /** Send text as it is made (stop strings held back), or only at the end. */
+  stream: boolean
+}
+
+export interface TokenLogprob {
+  token: string
+  logprob: number
+  bytes: number[] | null
+  top_logprobs: { token: string; logprob: number; bytes: number[] | null }[]
+}
+
+export type WorkerEvent =
+  | { type: 'ready'; model: ModelInfo }
+  | { type: 'accepted'; id: string; promptTokens: number; promptIds: number[]; queuedMs: number }
+  | { type: 'delta'; id: string; choice: number; text: string; tokenIds: number[]; logprobs: TokenLogprob[] | null; completionTokens: number }
+  | { type: 'finish'; id: string; choice: number; text: string; tokenIds: number[]; logprobs: TokenLogprob[] | null; completionTokens: number; finishReason: 'stop' | 'length' | 'abort'; stopReason: string | number | null }
+  | { type: 'done'; id: string; promptTokens: number; completionTokens: number; timings: Timings }
+  | { type: 'error'; id: string; status: number; message: string; param?: string | null }
+  | { type: 'reply'; id: string; result?: unknown; error?: { status: number; message: string } }
+
+export type WorkerCommand =
+  | { type: 'generate'; req: GenerateRequest }
+  | { type: 'cancel'; id: string }
+  | { type: 'tokenize'; id: string; prompt?: string; messages?: TemplateMessage[]; addSpecialTokens: boolean; addGenerationPrompt?: boolean; continueFinalMessage?: boolean; chatTemplate?: string | null; chatTemplateKwargs?: Record<string, unknown> | null; tools?: unknown[] | null; returnTokenStrs: boolean }
+  | { type: 'detokenize'; id: string; tokens: number[] }
+  | { type: 'stop' }
+
+export interface Timings {
+  queued_ms: number
+  prefill_ms: number
+  time_to_first_token_ms: number
+  /** Mean gap between tokens after the first, per choice averaged. */
+  inter_token_ms: number
+  total_ms: number
+}
+
+export interface ModelInfo {
+  name: string
+  root: string
+  maxModelLen: number
+  vocabSize: number
+  backend: string
+  architecture: string
+  parameters: number
+}

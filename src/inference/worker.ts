@@ -1,0 +1,107 @@
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { createRequire } from 'node:module'
+import type { MessagePort } from 'node:worker_threads'
+import * as tf from '@tensorflow/tfjs'
+import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm'
+import { LlamaModel, type LlamaConfig } from './llama.js'
+import { readModelWeights } from './safetensors.js'
+import { ModelTokenizer } from './tokenizer.js'
+import { Engine, type EngineOptions, type GenerationDefaults } from './engine.js'
+import type { ModelInfo, WorkerCommand, WorkerEvent } from './protocol.js'
+
+export interface WorkerConfig {
+  modelDir: string
+  servedName: string
+  engine: EngineOptions
+  /** `auto` (the best present), or one of tensorflow, wasm, cpu. */
+  backend: string
+}
+
+/**
+ * The best TF.js backend present: tfjs-node-gpu (when its optional install succeeded), else wasm
+ * (SIMD when the runtime has it), else the plain JavaScript one.
+ */
+export async function chooseBackend(wanted = 'auto'): Promise<string> {
+  if (wanted === 'auto' || wanted === 'tensorflow') {
+    try {
+      // An optional dependency: its name is not spelled out, so the compiler does not require it.
+      const gpu = '@tensorflow/tfjs-node-gpu'
+      await import(gpu)
+      if (await tf.setBackend('tensorflow')) return 'tensorflow'
+    } catch {
+      if (wanted === 'tensorflow') throw new Error('the tensorflow backend (@tensorflow/tfjs-node-gpu) is not installed or does not load')
+    }
+  }
+  if (wanted === 'auto' || wanted === 'wasm') {
+    try {
+      const require = createRequire(import.meta.url)
+      setWasmPaths(path.join(path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json')), 'dist') + path.sep)
+      if (await tf.setBackend('wasm')) return tf.env().getBool('WASM_HAS_SIMD_SUPPORT') ? 'wasm-simd' : 'wasm'
+    } catch {
+      if (wanted === 'wasm') throw new Error('the wasm backend does not load')
+    }
+  }
+  await tf.setBackend('cpu')
+  return 'cpu'
+}
+
+async function readJson<T>(file: string, fallback: T): Promise<T> {
+  try {
+    return JSON.parse(await fs.readFile(file, 'utf8')) as T
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return fallback
+    throw e
+  }
+}
+
+/** Loads the model of a Hugging Face directory and answers commands on `port` until told to stop. */
+export async function serveModel(config: WorkerConfig, port: MessagePort): Promise<void> {
+  const emit = (e: WorkerEvent) => port.postMessage(e)
+  const backend = await chooseBackend(config.backend)
+  const dir = config.modelDir
+  const cfg = await readJson<LlamaConfig | null>(path.join(dir, 'config.json'), null)
+  if (!cfg) throw new Error(`${dir}: no config.json`)
+  const arch = cfg.architectures?.[0] ?? cfg.model_type ?? 'unknown'
+  if (!/^(Llama|Mistral|Qwen2)ForCausalLM$/.test(arch)) throw new Error(`${dir}: architecture ${arch} is not supported (Llama, Mistral and Qwen2 are)`)
+  const gen = await readJson<GenerationDefaults & { eos_token_id?: number | number[] }>(path.join(dir, 'generation_config.json'), {})
+  const eos = [gen.eos_token_id ?? [], (cfg as { eos_token_id?: number | number[] }).eos_token_id ?? []].flat()
+  const weights = await readModelWeights(dir)
+  let parameters = 0
+  for (const t of weights.values()) parameters += t.data.length
+  const model = LlamaModel.fromWeights(cfg, weights)
+  weights.clear()
+  const tok = await ModelTokenizer.load(dir, cfg.vocab_size, eos)
+  const engine = new Engine(model, tok, gen, config.engine, emit)
+  const info: ModelInfo = { name: config.servedName, root: dir, maxModelLen: model.maxPositions, vocabSize: cfg.vocab_size, backend, architecture: arch, parameters }
+  port.on('message', (m: WorkerCommand) => {
+    switch (m.type) {
+      case 'generate':
+        engine.submit(m.req)
+        break
+      case 'cancel':
+        engine.cancel(m.id)
+        break
+      case 'tokenize':
+        try {
+          const ids = m.messages
+            ? engine.promptIds({ messages: m.messages, addGenerationPrompt: m.addGenerationPrompt ?? true, continueFinalMessage: m.continueFinalMessage ?? false, addSpecialTokens: m.addSpecialTokens, tools: m.tools ?? null, documents: null, chatTemplate: m.chatTemplate ?? null, chatTemplateKwargs: m.chatTemplateKwargs ?? null })
+            : tok.encode(m.prompt ?? '', m.addSpecialTokens)
+          emit({ type: 'reply', id: m.id, result: { ids, strs: m.returnTokenStrs ? ids.map((i) => tok.tokenString(i) ?? '') : null } })
+        } catch (e) {
+          emit({ type: 'reply', id: m.id, error: { status: 400, message: (e as Error).message } })
+        }
+        break
+      case 'detokenize':
+        if (m.tokens.some((t) => t >= cfg.vocab_size)) emit({ type: 'reply', id: m.id, error: { status: 400, message: `token id out of range: the vocabulary has ${cfg.vocab_size} tokens` } })
+        else emit({ type: 'reply', id: m.id, result: tok.decode(m.tokens, false) })
+        break
+      case 'stop':
+        engine.stop()
+        break
+    }
+  })
+  emit({ type: 'ready', model: info })
+  await engine.run()
+  model.dispose()
+}

@@ -1,0 +1,195 @@
+import t from 'tap'
+import OpenAI from 'openai'
+import { startServer, type TestServer } from './helpers/server.js'
+
+// The built-in tiny model, served by the real server, through the real openai SDK. Its replies are
+// noise from fixed weights: the tests check the API's semantics, not the words.
+let s: TestServer
+let client: OpenAI
+t.before(async () => {
+  s = await startServer()
+  client = new OpenAI({ apiKey: s.key, baseURL: s.url + '/v1', maxRetries: 0 })
+})
+t.teardown(() => s.stop())
+
+const messages = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'What is the weather in Paris today?' }]
+type Extra = Record<string, unknown>
+const create = (body: Extra) => client.chat.completions.create({ model: 'weft-tiny', messages, ...body } as never) as unknown as Promise<OpenAI.ChatCompletion & Extra>
+
+t.test('a completion: shape, usage, length limit, the model listed', async (t) => {
+  const r = await create({ max_tokens: 8, seed: 1 })
+  t.match(r.id, /^chatcmpl-/)
+  t.equal(r.object, 'chat.completion')
+  t.equal(r.model, 'weft-tiny')
+  t.equal(r.choices.length, 1)
+  t.equal(r.choices[0]!.message.role, 'assistant')
+  t.type(r.choices[0]!.message.content, 'string')
+  t.equal(r.usage!.completion_tokens, 8, 'no end-of-sequence in 8 tokens: max_tokens reached')
+  t.equal(r.choices[0]!.finish_reason, 'length')
+  t.equal(r.usage!.total_tokens, r.usage!.prompt_tokens + 8)
+  const tokenized = await fetch(s.url + '/tokenize', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify({ messages }) }).then((x) => x.json())
+  t.equal(r.usage!.prompt_tokens, tokenized.count, 'prompt tokens: the rendered chat template')
+  const models = await client.models.list()
+  t.same(models.data.map((m) => m.id), ['weft-tiny'])
+  t.equal((models.data[0] as unknown as Extra).max_model_len, 4096)
+  const viaPrefix = new OpenAI({ apiKey: s.key, baseURL: s.url + '/inference/v1', maxRetries: 0 })
+  const p = await viaPrefix.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 2, seed: 1 })
+  t.equal(p.choices[0]!.message.content, (await create({ max_tokens: 2, seed: 1 })).choices[0]!.message.content, '/inference/v1 is the same API')
+})
+
+t.test('the same seed gives the same reply; choice i of n uses seed + i', async (t) => {
+  const a = await create({ max_tokens: 16, seed: 42, temperature: 1 })
+  const b = await create({ max_tokens: 16, seed: 42, temperature: 1 })
+  t.equal(a.choices[0]!.message.content, b.choices[0]!.message.content)
+  const c = await create({ max_tokens: 16, seed: 43, temperature: 1 })
+  t.not(a.choices[0]!.message.content, c.choices[0]!.message.content, 'another seed, another reply')
+  const n = await create({ max_tokens: 16, seed: 42, temperature: 1, n: 3 })
+  t.same(n.choices.map((x) => x.index), [0, 1, 2])
+  t.equal(n.choices[0]!.message.content, a.choices[0]!.message.content, 'choice 0: seed')
+  t.equal(n.choices[1]!.message.content, c.choices[0]!.message.content, 'choice 1: seed + 1')
+  t.equal(n.usage!.completion_tokens, 48, 'completion tokens summed over the choices')
+  const g1 = await create({ max_tokens: 12, temperature: 0 })
+  const g2 = await create({ max_tokens: 12, temperature: 0 })
+  t.equal(g1.choices[0]!.message.content, g2.choices[0]!.message.content, 'greedy is deterministic')
+})
+
+t.test('streaming through the SDK helpers: role first, deltas, finish, usage, [DONE]', async (t) => {
+  const whole = await create({ max_tokens: 10, seed: 5 })
+  const stream = client.chat.completions.stream({ model: 'weft-tiny', messages, max_tokens: 10, seed: 5, stream_options: { include_usage: true } })
+  const chunks: OpenAI.ChatCompletionChunk[] = []
+  stream.on('chunk', (c) => chunks.push(c))
+  const final = await stream.finalChatCompletion()
+  t.equal(final.choices[0]!.message.content, whole.choices[0]!.message.content, 'the streamed text is the whole reply')
+  t.same(chunks[0]!.choices[0]!.delta, { role: 'assistant', content: '' })
+  const last = chunks[chunks.length - 1]!
+  t.same(last.choices, [], 'the usage chunk has no choices')
+  t.same(last.usage, { prompt_tokens: whole.usage!.prompt_tokens, completion_tokens: 10, total_tokens: whole.usage!.total_tokens })
+  t.equal(chunks.filter((c) => c.choices[0]?.finish_reason).length, 1, 'one finish chunk')
+  t.equal(chunks.filter((c) => c.choices[0] && !c.choices[0].delta.role).length, 10, 'one chunk per token')
+
+  const raw = await fetch(s.url + '/v1/chat/completions', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify({ messages, max_tokens: 3, seed: 5, stream: true, n: 2 }) })
+  t.match(raw.headers.get('content-type'), /^text\/event-stream/)
+  const text = await raw.text()
+  t.ok(text.endsWith('data: [DONE]\n\n'))
+  const events = text.split('\n\n').filter(Boolean).slice(0, -1).map((e) => JSON.parse(e.slice(6)))
+  t.same(events.slice(0, 2).map((e) => e.choices[0].index), [0, 1], 'n = 2: a role chunk per choice first')
+  t.same(events.filter((e) => e.choices[0]?.finish_reason).map((e) => e.choices[0].index).sort(), [0, 1])
+  t.notOk(events.some((e) => 'usage' in e), 'no usage without include_usage')
+})
+
+t.test('logprobs: the sampled token and top alternatives, clamped, bounded at 20', async (t) => {
+  const r = await create({ max_tokens: 6, seed: 9, logprobs: true, top_logprobs: 3, ignore_eos: true })
+  const content = r.choices[0]!.logprobs!.content!
+  t.equal(content.length, 6, 'one entry per token')
+  for (const e of content) {
+    t.ok(e.logprob <= 0 && e.logprob >= -9999)
+    t.equal(e.top_logprobs.length, 3)
+    t.ok(e.top_logprobs[0]!.logprob >= e.top_logprobs[1]!.logprob)
+    t.ok(e.top_logprobs[0]!.logprob >= e.logprob, 'the best alternative is at least as likely as the sampled token')
+  }
+  t.equal(r.usage!.completion_tokens, content.length)
+  const ids = await create({ max_tokens: 3, seed: 9, logprobs: true, return_tokens_as_token_ids: true })
+  t.match(ids.choices[0]!.logprobs!.content![0]!.token, /^token_id:\d+$/)
+  const tooMany = await create({ max_tokens: 3, logprobs: true, top_logprobs: 21 }).catch((e: unknown) => e)
+  t.type(tooMany, OpenAI.BadRequestError)
+  t.match((tooMany as Error).message, /greater than max allowed: 20/)
+})
+
+t.test('stop strings, stop token ids and their stop_reason', async (t) => {
+  const base = await create({ max_tokens: 24, seed: 11, return_token_ids: true })
+  const text = base.choices[0]!.message.content!
+  const ids = base.choices[0]!.token_ids as number[]
+  // A stop string from the middle of the reply (two characters, so it cannot be an earlier prefix's own match by chance).
+  let at = 6
+  while (at < text.length - 2 && (text.indexOf(text.slice(at, at + 2)) !== at || text.slice(at, at + 2).includes('\uFFFD'))) at++
+  t.ok(at < text.length - 2, 'a stop string was found in the reply')
+  const stop = text.slice(at, at + 2)
+  const r = await create({ max_tokens: 24, seed: 11, stop: [stop] })
+  t.equal(r.choices[0]!.message.content, text.slice(0, at), 'cut before the stop string')
+  t.equal(r.choices[0]!.finish_reason, 'stop')
+  t.equal(r.choices[0]!.stop_reason, stop)
+  const kept = await create({ max_tokens: 24, seed: 11, stop: [stop], include_stop_str_in_output: true })
+  t.equal(kept.choices[0]!.message.content, text.slice(0, at + 2), 'kept with include_stop_str_in_output')
+  // Streaming holds back a possible stop-string prefix and never shows the stop string.
+  const stream = client.chat.completions.stream({ model: 'weft-tiny', messages, max_tokens: 24, seed: 11, stop: [stop] } as never)
+  const final = await stream.finalChatCompletion()
+  t.equal(final.choices[0]!.message.content, text.slice(0, at))
+  const stopId = ids[4]!
+  const byId = await create({ max_tokens: 24, seed: 11, stop_token_ids: [stopId], return_token_ids: true })
+  t.equal(byId.choices[0]!.finish_reason, 'stop')
+  t.equal(byId.choices[0]!.stop_reason, stopId)
+  t.same(byId.choices[0]!.token_ids, ids.slice(0, ids.indexOf(stopId) + 1), 'the stop token is the last token id')
+})
+
+t.test('errors come out as the SDK typed errors', async (t) => {
+  const e401 = await new OpenAI({ apiKey: 'nope', baseURL: s.url + '/v1', maxRetries: 0 }).chat.completions.create({ model: 'weft-tiny', messages }).catch((e: unknown) => e)
+  t.type(e401, OpenAI.AuthenticationError)
+  const e404 = await create({ model: 'gpt-9' }).catch((e: unknown) => e)
+  t.type(e404, OpenAI.NotFoundError)
+  t.match((e404 as Error).message, /The model `gpt-9` does not exist/)
+  const cases: [Extra, RegExp][] = [
+    [{ max_tokens: 5000 }, /maximum context length is 4096 tokens/],
+    [{ priority: 1 }, /Priority scheduling is not enabled/],
+    [{ temperature: 0, n: 2 }, /n must be 1 when using greedy sampling/],
+    [{ top_logprobs: 2 }, /`logprobs` must be set to true/],
+    [{ add_generation_prompt: true, continue_final_message: true }, /Cannot set both/],
+    [{ stream_options: { include_usage: true } }, /Stream options can only be defined when `stream=True`/],
+    [{ logit_bias: { '99999': 5 } }, /out-of-vocab token ids. Vocabulary size/],
+    [{ tools: [{ type: 'function', function: { name: 'f' } }] }, /not supported by this server yet/],
+    [{ response_format: { type: 'json_object' } }, /not supported by this server yet/],
+    [{ chat_template: '{% for %}' }, /chat template/i],
+    [{ min_tokens: 20, max_tokens: 10 }, /min_tokens must be less than or equal to max_tokens/],
+  ]
+  for (const [body, msg] of cases) {
+    const e = await create(body).catch((x: unknown) => x)
+    t.type(e, OpenAI.BadRequestError, JSON.stringify(body))
+    t.match((e as Error).message, msg)
+  }
+  // Streaming requests fail before the stream starts: an HTTP error, not an event.
+  const es = await create({ stream: true, max_tokens: 5000 }).catch((x: unknown) => x)
+  t.type(es, OpenAI.BadRequestError)
+})
+
+t.test('sampling controls change the draw as vLLM defines them', async (t) => {
+  const allowed = [101, 102, 103]
+  const r = await create({ max_tokens: 12, seed: 3, allowed_token_ids: allowed, return_token_ids: true })
+  t.ok((r.choices[0]!.token_ids as number[]).every((i) => allowed.includes(i)), 'only allowed tokens')
+  const biased = await create({ max_tokens: 6, seed: 3, logit_bias: { '120': 100 }, return_token_ids: true })
+  t.same(biased.choices[0]!.token_ids, [120, 120, 120, 120, 120, 120], 'a +100 bias wins every draw')
+  const k1 = await create({ max_tokens: 8, seed: 3, top_k: 1, temperature: 1.5 })
+  const greedy = await create({ max_tokens: 8, temperature: 0 })
+  t.equal(k1.choices[0]!.message.content, greedy.choices[0]!.message.content, 'top_k 1 is greedy')
+  const minTok = await create({ max_tokens: 10, min_tokens: 10, seed: 3, logit_bias: { '368': 100 }, return_token_ids: true })
+  t.equal(minTok.usage!.completion_tokens, 10, 'end-of-sequence masked until min_tokens, then max_tokens ends it')
+  const eos = await create({ max_tokens: 10, seed: 3, logit_bias: { '368': 100 } })
+  t.equal(eos.choices[0]!.finish_reason, 'stop', 'the end-of-sequence token ends the reply')
+  t.equal(eos.choices[0]!.message.content, '', 'and is not shown')
+  t.equal(eos.usage!.completion_tokens, 1, 'but is counted')
+  const ignored = await create({ max_tokens: 4, seed: 3, logit_bias: { '368': 100 }, ignore_eos: true })
+  t.equal(ignored.usage!.completion_tokens, 4, 'ignore_eos')
+})
+
+t.test('/tokenize and /detokenize round-trip', async (t) => {
+  const post = (p: string, body: unknown) => fetch(s.url + p, { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, json: await r.json() }))
+  const tok = await post('/tokenize', { prompt: 'Hello, weft! 日本', return_token_strs: true })
+  t.equal(tok.status, 200)
+  t.equal(tok.json.count, tok.json.tokens.length)
+  t.equal(tok.json.token_strs.length, tok.json.count)
+  const back = await post('/detokenize', { tokens: tok.json.tokens })
+  t.same(back.json, { prompt: 'Hello, weft! 日本' })
+  const bad = await post('/detokenize', { tokens: [999999] })
+  t.equal(bad.status, 400)
+  t.equal(bad.json.error.code, 400)
+  const neither = await post('/tokenize', {})
+  t.equal(neither.status, 400)
+})
+
+t.test('a client that goes away mid-stream cancels its sequence; the server keeps serving', async (t) => {
+  const ac = new AbortController()
+  const res = await fetch(s.url + '/v1/chat/completions', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify({ messages, max_tokens: 3000, stream: true, ignore_eos: true }), signal: ac.signal })
+  const reader = res.body!.getReader()
+  await reader.read()
+  ac.abort()
+  const r = await create({ max_tokens: 4, seed: 1 })
+  t.equal(r.usage!.completion_tokens, 4)
+})
