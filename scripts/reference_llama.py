@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""An independent reference of the Llama-family forward pass, in NumPy (float64), for tests.
+
+Reads a Hugging Face model directory (config.json, model.safetensors in f32) and a JSON request on
+stdin: {"tokens": [...], "generate": N}. Prints JSON: the logits of every prompt position (float32
+values as lists) and N greedily generated token ids (each step recomputed from scratch, no cache).
+It shares no code with weft's TF.js model: it is written from the architecture's definition.
+"""
+import json
+import math
+import struct
+import sys
+
+import numpy as np
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    base = 8 + n
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        if t["dtype"] != "F32":
+            raise SystemExit(f"{name}: only F32 weights in the reference")
+        lo, hi = t["data_offsets"]
+        out[name] = np.frombuffer(raw[base + lo : base + hi], dtype="<f4").reshape(t["shape"]).astype(np.float64)
+    return out
+
+
+def inv_freq(cfg, head_dim):
+    theta = cfg.get("rope_theta", 10000.0)
+    inv = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    s = cfg.get("rope_scaling") or {}
+    kind = s.get("rope_type", s.get("type", "default"))
+    if kind == "linear":
+        inv = inv / s["factor"]
+    elif kind == "llama3":
+        factor, low, high = s["factor"], s.get("low_freq_factor", 1.0), s.get("high_freq_factor", 4.0)
+        old = s.get("original_max_position_embeddings", 8192)
+        wave = 2 * math.pi / inv
+        scaled = inv / factor
+        smooth = (old / wave - low) / (high - low)
+        mid = (1 - smooth) * scaled + smooth * inv
+        inv = np.where(wave < old / high, inv, np.where(wave > old / low, scaled, mid))
+    elif kind != "default":
+        raise SystemExit(f"rope type {kind}")
+    return inv
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rotate(x, cos, sin):
+    # x: [heads, T, D]; the two halves of each head rotate as pairs (i, i + D/2).
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return x * cos + np.concatenate([-x2, x1], axis=-1) * sin
+
+
+def forward(cfg, w, tokens):
+    H = cfg["hidden_size"]
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads", nh)
+    D = cfg.get("head_dim") or H // nh
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    T = len(tokens)
+    x = w["model.embed_tokens.weight"][tokens]
+    ang = np.outer(np.arange(T, dtype=np.float64), inv_freq(cfg, D))
+    ang = np.concatenate([ang, ang], axis=-1)
+    cos, sin = np.cos(ang)[None], np.sin(ang)[None]
+    causal = np.triu(np.full((T, T), -np.inf), 1)
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+
+        def lin(name, v):
+            y = v @ w[p + name + ".weight"].T
+            b = w.get(p + name + ".bias")
+            return y if b is None else y + b
+
+        q = lin("self_attn.q_proj", h).reshape(T, nh, D).transpose(1, 0, 2)
+        k = lin("self_attn.k_proj", h).reshape(T, nkv, D).transpose(1, 0, 2)
+        v = lin("self_attn.v_proj", h).reshape(T, nkv, D).transpose(1, 0, 2)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        rep = nh // nkv
+        k, v = np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0)
+        s = q @ k.transpose(0, 2, 1) / math.sqrt(D) + causal
+        s = np.exp(s - s.max(-1, keepdims=True))
+        s /= s.sum(-1, keepdims=True)
+        o = (s @ v).transpose(1, 0, 2).reshape(T, nh * D)
+        x = x + o @ w[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        g = h @ w[p + "mlp.gate_proj.weight"].T
+        u = h @ w[p + "mlp.up_proj.weight"].T
+        x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
+    x = rms_norm(x, w["model.norm.weight"], eps)
+    head = w.get("lm_head.weight") if not cfg.get("tie_word_embeddings", False) else None
+    return x @ (head if head is not None else w["model.embed_tokens.weight"]).T
+
+
+def main():
+    model_dir = sys.argv[1]
+    req = json.load(sys.stdin)
+    cfg = json.load(open(f"{model_dir}/config.json"))
+    w = load_safetensors(f"{model_dir}/model.safetensors")
+    tokens = list(req["tokens"])
+    logits = forward(cfg, w, tokens)
+    out = {"logits": logits.astype(np.float32).tolist(), "generated": []}
+    for _ in range(req.get("generate", 0)):
+        nxt = int(np.argmax(forward(cfg, w, tokens)[-1]))
+        out["generated"].append(nxt)
+        tokens.append(nxt)
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
