@@ -87,7 +87,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     app.add(otelRoutes(calls, pool, config.maxBodyBytes))
     app.add(objectRoutes(new ObjectStore(catalog), config.maxBodyBytes))
     models.push(...(await startModels(config, log)))
-    if (models.length) app.add(chatRoutes({ models, priorityScheduling: config.schedulingPolicy === 'priority' }))
+    if (models.length) app.add(chatRoutes({ models, priorityScheduling: config.schedulingPolicy === 'priority', calls }))
     app.add(specRoutes({ chat: models.length > 0 }))
 
     const listening = await (opts.serve ?? serveUws)(app, config.host, config.port)

@@ -193,3 +193,31 @@ t.test('a client that goes away mid-stream cancels its sequence; the server keep
   const r = await create({ max_tokens: 4, seed: 1 })
   t.equal(r.usage!.completion_tokens, 4)
 })
+
+t.test('each completion is recorded as a call in the caller project, and statistics see it', async (t) => {
+  const headers = { ...s.bearer(), 'content-type': 'application/json' }
+  const project = 'acme/chat-' + Math.random().toString(36).slice(2, 8)
+  const scoped = new OpenAI({ apiKey: s.key, baseURL: s.url + '/v1', maxRetries: 0, defaultHeaders: { 'OpenAI-Project': project } })
+  const r = await scoped.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 7, seed: 4, ignore_eos: true } as never)
+  const stream = scoped.chat.completions.stream({ model: 'weft-tiny', messages, max_tokens: 5, seed: 4, ignore_eos: true } as never)
+  await stream.finalChatCompletion()
+  const q = await fetch(s.url + '/calls/stream_query', { method: 'POST', headers, body: JSON.stringify({ project_id: project, sort_by: [{ field: 'started_at', direction: 'asc' }] }) })
+  const calls = (await q.text()).trim().split('\n').map((l) => JSON.parse(l))
+  t.equal(calls.length, 2, 'both completions recorded')
+  const [first, second] = calls
+  t.equal(first.op_name, 'openai.chat.completions.create')
+  t.same(first.inputs.messages, messages, 'the request as inputs')
+  t.equal(first.output.choices[0].message.content, r.choices[0]!.message.content, 'the choices as output')
+  t.same(first.summary.usage['weft-tiny'], { requests: 1, prompt_tokens: r.usage!.prompt_tokens, completion_tokens: 7, total_tokens: r.usage!.total_tokens })
+  for (const k of ['queued_ms', 'prefill_ms', 'time_to_first_token_ms', 'inter_token_ms', 'total_ms']) t.type(first.attributes.weft.timings[k], 'number', k)
+  t.equal(second.summary.usage['weft-tiny'].completion_tokens, 5, 'a streamed completion too')
+  t.equal(second.exception ?? null, null)
+  const stats = await fetch(s.url + '/calls/stats', {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ project_id: project, start: new Date(Date.now() - 3_600_000).toISOString(), usage_metrics: [{ metric: 'output_tokens', aggregations: ['sum'] }], call_metrics: [{ metric: 'call_count', aggregations: ['sum'] }] }),
+  }).then((x) => x.json())
+  t.equal(stats.usage_buckets.reduce((a: number, b: any) => a + b.sum_output_tokens, 0), 12, 'statistics over the service own traffic')
+  const forbidden = await fetch(s.url + '/v1/chat/completions', { method: 'POST', headers: { ...headers, 'openai-project': 'not a project' }, body: JSON.stringify({ messages, max_tokens: 1 }) })
+  t.equal(forbidden.status, 400)
+})

@@ -7,10 +7,76 @@ import type { ModelServer, RequestEvents } from '../inference/client.js'
 import type { GenerateRequest, TokenLogprob, WorkerEvent } from '../inference/protocol.js'
 import type { TemplateMessage } from '../inference/tokenizer.js'
 import { VERSION } from '../version.js'
+import { ProjectIdSchema } from '../schemas/common.js'
+import { startPart, endPart } from '../calls/parts.js'
+import { uuidv7 } from '../calls/ids.js'
+import type { CallStore } from '../calls/store.js'
+import type { Principal } from '../auth/keys.js'
 
 export interface ChatOptions {
   models: ModelServer[]
   priorityScheduling: boolean
+  /** Where each completion is recorded as a call; none: not recorded. */
+  calls?: CallStore
+}
+
+/** The op name of recorded completions: the one Weave's OpenAI integration gives them. */
+export const CHAT_OP = 'openai.chat.completions.create'
+const PROJECT_RE = new RegExp(ProjectIdSchema.pattern!)
+
+/** The project a completion is recorded in: the `OpenAI-Project` header, else the caller's `<user>/inference`. */
+function chatProject(headers: Ctx['headers'], principal: Principal | null): string {
+  const h = headers['openai-project']
+  if (h) {
+    if (!PROJECT_RE.test(h)) throw bad('The OpenAI-Project header must name a project as <entity>/<project>.')
+    return h
+  }
+  return `${principal?.userId ?? 'anonymous'}/inference`
+}
+
+interface Outcome {
+  choices: { index: number; message: { role: string; content: string }; finish_reason: string | null; stop_reason?: string | number | null }[]
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+  timings: Record<string, number> | null
+  error: string | null
+}
+
+/**
+ * Records a completion as a call (start and end together, once it is over): the request as
+ * inputs, the choices as output, usage keyed by the model, the engine's timings in attributes.
+ * Awaited before the response ends, so a completion answered is a completion recorded; a failure
+ * to record is logged, not the client's error.
+ */
+async function record(o: ChatOptions, ctx: Ctx<ChatCompletionReq>, project: string, model: string, backend: string, id: string, started: number, out: Outcome): Promise<void> {
+  if (!o.calls) return
+  const callId = uuidv7(started)
+  try {
+    const parts = [
+      startPart(
+        {
+          project_id: project,
+          id: callId,
+          trace_id: uuidv7(started),
+          op_name: CHAT_OP,
+          started_at: new Date(started).toISOString(),
+          attributes: { weft: { kind: 'chat.completion', completion_id: id, model, backend, ...(out.timings ? { timings: out.timings } : {}) } },
+          inputs: ctx.body as Record<string, unknown>,
+        },
+        ctx.principal?.userId ?? 'anonymous',
+      ),
+      endPart({
+        project_id: project,
+        id: callId,
+        ended_at: new Date().toISOString(),
+        output: { id, object: 'chat.completion', model, choices: out.choices, usage: out.usage },
+        summary: { usage: { [model]: { requests: 1, ...out.usage } } },
+        exception: out.error,
+      }),
+    ]
+    await o.calls.ingest(parts)
+  } catch (err) {
+    ctx.log.error({ err }, 'recording a completion as a call failed')
+  }
 }
 
 const bad = (message: string, param: string | null = null) => new ApiError(400, message, { param })
@@ -139,6 +205,8 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
     const b = ctx.body
     checkRequest(b, o.priorityScheduling)
     const model = pick(b.model)
+    const project = chatProject(ctx.headers, ctx.principal)
+    const started = Date.now()
     const requestId = b.request_id || ctx.headers['x-request-id'] || randomUUID().replaceAll('-', '')
     const id = `chatcmpl-${requestId}`
     const gen = toGenerate(b, `${id}-${randomUUID()}`)
@@ -159,8 +227,12 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
     if (!gen.stream) {
       const choices: Record<string, unknown>[] = new Array(n)
       let usage = { prompt_tokens: acc.promptTokens, completion_tokens: 0, total_tokens: acc.promptTokens }
+      let timings: Record<string, number> | null = null
       for await (const e of events) {
-        if (e.type === 'error') throw new ApiError(e.status, e.message, { param: e.param ?? null })
+        if (e.type === 'error') {
+          await record(o, ctx, project, name, model.info.backend, id, started, { choices: [], usage, timings: null, error: e.message })
+          throw new ApiError(e.status, e.message, { param: e.param ?? null })
+        }
         if (e.type === 'finish') {
           choices[e.choice] = {
             index: e.choice,
@@ -171,9 +243,19 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
             token_ids: withIds ? e.tokenIds : null,
           }
         }
-        if (e.type === 'done') usage = { prompt_tokens: e.promptTokens, completion_tokens: e.completionTokens, total_tokens: e.promptTokens + e.completionTokens }
+        if (e.type === 'done') {
+          usage = { prompt_tokens: e.promptTokens, completion_tokens: e.completionTokens, total_tokens: e.promptTokens + e.completionTokens }
+          timings = { ...e.timings }
+        }
       }
-      if (choices.some((c) => c === undefined) || choices.length !== n) throw new ApiError(400, 'Client disconnected')
+      const complete = !choices.some((c) => c === undefined) && choices.length === n
+      await record(o, ctx, project, name, model.info.backend, id, started, {
+        choices: choices.filter(Boolean).map((c) => ({ index: c.index as number, message: c.message as { role: string; content: string }, finish_reason: c.finish_reason as string, stop_reason: c.stop_reason as string | number | null })),
+        usage,
+        timings,
+        error: complete ? null : 'Client disconnected',
+      })
+      if (!complete) throw new ApiError(400, 'Client disconnected')
       return {
         body: {
           id,
@@ -196,6 +278,11 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
     const chunk = (choice: Record<string, unknown> | null, extra: Record<string, unknown> = {}) =>
       `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: name, choices: choice ? [choice] : [], ...extra })}\n\n`
     const usageOf = (completion: number) => ({ prompt_tokens: acc.promptTokens, completion_tokens: completion, total_tokens: acc.promptTokens + completion })
+    const texts: string[] = Array.from({ length: n }, () => echo ?? '')
+    const finishes: { finish_reason: string | null; stop_reason: string | number | null }[] = Array.from({ length: n }, () => ({ finish_reason: null, stop_reason: null }))
+    let outcomeUsage = usageOf(0)
+    let timings: Record<string, number> | null = null
+    let failure: string | null = null
     async function* sse(): AsyncGenerator<string> {
       let finished = false
       try {
@@ -209,10 +296,13 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
         }
         for await (const e of events) {
           if (e.type === 'error') {
+            failure = e.message
             yield `data: ${JSON.stringify({ error: { message: e.message, type: e.status === 500 ? 'InternalServerError' : 'BadRequestError', param: e.param ?? null, code: e.status } })}\n\n`
             break
           }
           if (e.type === 'delta' || e.type === 'finish') {
+            texts[e.choice] += e.text
+            if (e.type === 'finish') finishes[e.choice] = { finish_reason: e.finishReason, stop_reason: e.stopReason }
             const c: Record<string, unknown> = { index: e.choice, delta: { content: e.text }, logprobs: e.logprobs ? { content: e.logprobs as TokenLogprob[] } : null, finish_reason: e.type === 'finish' ? e.finishReason : null }
             if (e.type === 'finish') c.stop_reason = e.stopReason
             if (withIds) c.token_ids = e.tokenIds
@@ -220,12 +310,20 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
           }
           if (e.type === 'done') {
             finished = true
+            outcomeUsage = usageOf(e.completionTokens)
+            timings = { ...e.timings }
             if (includeUsage) yield chunk(null, { usage: usageOf(e.completionTokens), system_fingerprint: FINGERPRINT })
           }
         }
         yield 'data: [DONE]\n\n'
       } finally {
         if (!finished) events.cancel()
+        await record(o, ctx, project, name, model.info.backend, id, started, {
+          choices: texts.map((content, index) => ({ index, message: { role, content }, ...finishes[index]! })),
+          usage: outcomeUsage,
+          timings,
+          error: failure ?? (finished ? null : 'Client disconnected'),
+        })
       }
     }
     return { contentType: 'text/event-stream; charset=utf-8', headers: { 'cache-control': 'no-cache' }, stream: sse() }
@@ -242,6 +340,8 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
       description: 'vLLM-compatible: sampling extensions at the top level, SSE streaming with `stream`.',
       body: ChatCompletionReqSchema,
       response: { description: 'A completion, or an SSE stream of chunks when `stream` is true', schema: ChatCompletionResSchema },
+      // A project named by OpenAI-Project must be one the key may write (403); the default is the caller's own.
+      project: (ctx) => ctx.headers['openai-project'] || undefined,
       handler: complete,
     })
 
