@@ -221,3 +221,40 @@ t.test('each completion is recorded as a call in the caller project, and statist
   const forbidden = await fetch(s.url + '/v1/chat/completions', { method: 'POST', headers: { ...headers, 'openai-project': 'not a project' }, body: JSON.stringify({ messages, max_tokens: 1 }) })
   t.equal(forbidden.status, 400)
 })
+
+t.test('echo, continuous usage stats, truncation, documents and continue_final_message', async (t) => {
+  const convo = [{ role: 'user' as const, content: 'Finish this:' }, { role: 'assistant' as const, content: 'Once upon' }]
+  const echoed = await create({ messages: convo, max_tokens: 4, seed: 2, echo: true, add_generation_prompt: false, continue_final_message: true })
+  t.ok(echoed.choices[0]!.message.content!.startsWith('Once upon'), 'the open final message is echoed before the continuation')
+  t.equal(echoed.choices[0]!.message.role, 'assistant')
+  const tok = (body: unknown) => fetch(s.url + '/tokenize', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((x) => x.json())
+  const open = await tok({ messages: convo, add_generation_prompt: false, continue_final_message: true })
+  const closed = await tok({ messages: convo, add_generation_prompt: false })
+  t.ok(open.count < closed.count, 'continue_final_message leaves the end-of-turn out')
+  t.equal(echoed.usage!.prompt_tokens, open.count)
+
+  const raw = await fetch(s.url + '/v1/chat/completions', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify({ messages, max_tokens: 4, seed: 2, ignore_eos: true, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } }) })
+  const events = (await raw.text()).split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)))
+  t.ok(events.every((e) => e.usage), 'usage in every chunk')
+  t.same(events.map((e) => e.usage.completion_tokens), [0, 1, 2, 3, 4, 4], 'running completion tokens, then the final usage')
+
+  const truncated = await create({ max_tokens: 2, seed: 2, truncate_prompt_tokens: 5 })
+  t.equal(truncated.usage!.prompt_tokens, 5, 'only the last 5 prompt tokens kept')
+  const withDocs = await tok({ messages, chat_template_kwargs: {} })
+  const docs = await create({ max_tokens: 1, documents: [{ title: 'Looms', text: 'A loom weaves cloth.' }] })
+  t.ok(docs.usage!.prompt_tokens > withDocs.count, 'documents reach the template')
+})
+
+t.test('bounded queue: past --max-waiting-requests a request is 429; priority scheduling takes priorities', async (t) => {
+  const small = await startServer({ args: ['--max-num-seqs', '1', '--max-waiting-requests', '1', '--scheduling-policy', 'priority'] })
+  t.teardown(() => small.stop())
+  const c = new OpenAI({ apiKey: small.key, baseURL: small.url + '/v1', maxRetries: 0 })
+  const long = { model: 'weft-tiny', messages, max_tokens: 400, ignore_eos: true, seed: 1 }
+  const results = await Promise.allSettled(Array.from({ length: 5 }, (_, i) => c.chat.completions.create({ ...long, priority: i } as never)))
+  const ok = results.filter((r) => r.status === 'fulfilled').length
+  const limited = results.filter((r) => r.status === 'rejected' && (r.reason as InstanceType<typeof OpenAI.APIError>).status === 429)
+  t.ok(ok >= 2, `${ok} completed: the running one and the waiting one`)
+  t.ok(limited.length >= 1, `${limited.length} refused with 429`)
+  t.equal(ok + limited.length, 5, 'every request answered: completed or 429, never a hang')
+  t.match((limited[0] as PromiseRejectedResult).reason.message, /at capacity/)
+})
