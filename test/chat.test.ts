@@ -139,6 +139,8 @@ t.test('errors come out as the SDK typed errors', async (t) => {
     [{ response_format: { type: 'json_object' } }, /not supported by this server yet/],
     [{ chat_template: '{% for %}' }, /chat template/i],
     [{ min_tokens: 20, max_tokens: 10 }, /min_tokens must be less than or equal to max_tokens/],
+    [{ stream: true, prompt_logprobs: 1 }, /not available when `stream=True`/],
+    [{ prompt_logprobs: 21 }, /greater than max allowed: 20/],
   ]
   for (const [body, msg] of cases) {
     const e = await create(body).catch((x: unknown) => x)

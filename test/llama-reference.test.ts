@@ -69,10 +69,10 @@ for (const [name, opts] of VARIANTS) {
   })
 }
 
-t.test('the served model (qwen2 variant from --model) generates what the reference generates', async (t) => {
+t.test('the served model (qwen2 variant from --model, prompts prefilled 5 tokens a step) generates what the reference generates', async (t) => {
   const dir = tempDir('weft-model-')
   await makeTinyModel(dir, { arch: 'qwen2', seed: 7 })
-  const s = await startServer({ args: ['--model', dir, '--served-model-name', 'tiny-qwen'] })
+  const s = await startServer({ args: ['--model', dir, '--served-model-name', 'tiny-qwen', '--prefill-chunk', '5'] })
   t.teardown(async () => {
     await s.stop()
     await rm(dir, { recursive: true, force: true })
@@ -82,6 +82,21 @@ t.test('the served model (qwen2 variant from --model) generates what the referen
   const r = (await client.chat.completions.create({ model: 'tiny-qwen', messages, temperature: 0, max_tokens: 12, ignore_eos: true, return_token_ids: true } as never)) as unknown as OpenAI.ChatCompletion & { prompt_token_ids: number[]; choices: { token_ids: number[] }[] }
   const want = reference(dir, r.prompt_token_ids, 12)
   t.same(r.choices[0]!.token_ids, want.generated)
+  // prompt_logprobs: the model's own log-probabilities of each prompt token, as the reference computes them.
+  const p = (await client.chat.completions.create({ model: 'tiny-qwen', messages, max_tokens: 1, prompt_logprobs: 2 } as never)) as unknown as { prompt_logprobs: (Record<string, { logprob: number; rank: number }> | null)[] }
+  t.equal(p.prompt_logprobs.length, r.prompt_token_ids.length)
+  t.equal(p.prompt_logprobs[0], null, 'the first prompt token has none')
+  let worst = 0
+  for (let i = 1; i < r.prompt_token_ids.length; i++) {
+    const row = want.logits[i - 1]!
+    const max = Math.max(...row)
+    const lse = max + Math.log(row.reduce((a, x) => a + Math.exp(x - max), 0))
+    const id = r.prompt_token_ids[i]!
+    const e = p.prompt_logprobs[i]![String(id)]!
+    worst = Math.max(worst, Math.abs(e.logprob - (row[id]! - lse)))
+    t.equal(e.rank, 1 + row.filter((x) => x > row[id]!).length, `rank of prompt token ${i}`)
+  }
+  t.ok(worst < 1e-4, `prompt logprobs within ${worst.toExponential(2)} of the reference`)
   t.same((await client.models.list()).data.map((m) => m.id), ['tiny-qwen'])
 })
 

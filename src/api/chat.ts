@@ -91,13 +91,13 @@ function refuseNotYet(b: ChatCompletionReq): void {
   if (b.reasoning_effort) throw bad(`Reasoning (\`reasoning_effort\`) ${later}.`, 'reasoning_effort')
   if (b.use_beam_search) throw bad(`Beam search (\`use_beam_search\`) ${later}.`, 'use_beam_search')
   if (b.cache_salt !== undefined && b.cache_salt !== null) throw bad(`Prefix caching (\`cache_salt\`) ${later}.`, 'cache_salt')
-  if (b.prompt_logprobs !== undefined && b.prompt_logprobs !== null) throw bad(`\`prompt_logprobs\` ${later}.`, 'prompt_logprobs')
   if (b.logits_processors && b.logits_processors.length) throw bad('The `logits_processors` argument is not supported by this server.', 'logits_processors')
 }
 
 /** vLLM's request-level checks that the schema cannot express (reference §1.2–1.6). */
 function checkRequest(b: ChatCompletionReq, priorityScheduling: boolean): void {
   if (b.stream_options && !b.stream) throw bad('Stream options can only be defined when `stream=True`.', 'stream_options')
+  if (b.stream && b.prompt_logprobs !== undefined && b.prompt_logprobs !== null && b.prompt_logprobs !== 0) throw bad('`prompt_logprobs` are not available when `stream=True`.', 'prompt_logprobs')
   if ((b.top_logprobs ?? 0) > 0 && !b.logprobs) throw bad('when using `top_logprobs`, `logprobs` must be set to true.', 'top_logprobs')
   if (b.add_generation_prompt !== false && b.continue_final_message) throw bad('Cannot set both `continue_final_message` and `add_generation_prompt` to True.', 'continue_final_message')
   if (b.priority && !priorityScheduling) throw bad(`Got priority ${b.priority} but Priority scheduling is not enabled.`, 'priority')
@@ -178,6 +178,8 @@ function toGenerate(b: ChatCompletionReq, id: string): GenerateRequest {
     seed: b.seed ?? null,
     priority: b.priority ?? 0,
     stream: b.stream === true,
+    // With echo and no prompt_logprobs, vLLM reports the prompt's at top_logprobs.
+    promptLogprobs: b.prompt_logprobs ?? (b.echo && b.logprobs && !b.stream ? (b.top_logprobs ?? 0) : null),
   }
 }
 
@@ -228,6 +230,7 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
       const choices: Record<string, unknown>[] = new Array(n)
       let usage = { prompt_tokens: acc.promptTokens, completion_tokens: 0, total_tokens: acc.promptTokens }
       let timings: Record<string, number> | null = null
+      let promptLogprobs: unknown = null
       for await (const e of events) {
         if (e.type === 'error') {
           await record(o, ctx, project, name, model.info.backend, id, started, { choices: [], usage, timings: null, error: e.message })
@@ -246,6 +249,7 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
         if (e.type === 'done') {
           usage = { prompt_tokens: e.promptTokens, completion_tokens: e.completionTokens, total_tokens: e.promptTokens + e.completionTokens }
           timings = { ...e.timings }
+          promptLogprobs = e.promptLogprobs
         }
       }
       const complete = !choices.some((c) => c === undefined) && choices.length === n
@@ -266,7 +270,7 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
           service_tier: null,
           system_fingerprint: FINGERPRINT,
           usage: { ...usage, prompt_tokens_details: null },
-          prompt_logprobs: null,
+          prompt_logprobs: promptLogprobs,
           prompt_token_ids: withIds ? acc.promptIds : null,
           kv_transfer_params: null,
         },

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { LlamaModel, KVCache } from './llama.js'
-import { GREEDY_BELOW, Rng, Sampler, type Sampled } from './sampler.js'
+import * as tf from '@tensorflow/tfjs'
+import { GREEDY_BELOW, Rng, Sampler, logSoftmax, topK, type Sampled } from './sampler.js'
 import { TemplateError, type ModelTokenizer } from './tokenizer.js'
 import type { GenerateRequest, TokenLogprob, WorkerEvent } from './protocol.js'
 
@@ -70,6 +71,8 @@ interface Active {
   reserved: number
   holdBack: number
   cancelled: boolean
+  /** One entry per prompt token (the first null), when prompt_logprobs were asked for. */
+  promptLogprobs: (Record<string, { logprob: number; rank: number; decoded_token: string }> | null)[] | null
 }
 
 const now = () => performance.now()
@@ -144,6 +147,7 @@ export class Engine {
       if (bad.length) throw new RequestError(400, `token_id(s) [${bad.join(', ')}] in ${what} contain out-of-vocab token ids. Vocabulary size: ${V}`, what)
     }
     if (req.logprobs !== null && req.logprobs > this.opts.maxLogprobs) throw new RequestError(400, `Requested sample logprobs of ${req.logprobs}, which is greater than max allowed: ${this.opts.maxLogprobs}`, 'top_logprobs')
+    if (req.promptLogprobs !== null && req.promptLogprobs > this.opts.maxLogprobs) throw new RequestError(400, `Requested prompt logprobs of ${req.promptLogprobs}, which is greater than max allowed: ${this.opts.maxLogprobs}`, 'prompt_logprobs')
     if (req.logitBias) outOfVocab(req.logitBias.map(([id]) => id), 'logit_bias')
     outOfVocab(req.stopTokenIds, 'stop_token_ids')
     if (req.allowedTokenIds) {
@@ -196,7 +200,8 @@ export class Engine {
       choices.push({ index: i, sampler, cache: this.model.newCache(), pos: 0, output: [], text: '', sentChars: 0, sentIds: 0, pendingLogprobs: [], finished: false, firstAt: 0, lastAt: 0, gaps: 0 })
     }
     const holdBack = req.stream && req.stop.length && !req.includeStopStrInOutput ? Math.max(...req.stop.map((s) => s.length)) - 1 : 0
-    return { req, promptIds, maxTokens, choices, arrived: now(), started: 0, prefillDone: 0, reserved, holdBack, cancelled: false }
+    const promptLogprobs = req.promptLogprobs === null ? null : new Array(promptIds.length).fill(null)
+    return { req, promptIds, maxTokens, choices, arrived: now(), started: 0, prefillDone: 0, reserved, holdBack, cancelled: false, promptLogprobs }
   }
 
   /** bad_words as token sequences: each word as given and with a leading space (kept when it differs), as vLLM does. */
@@ -270,30 +275,42 @@ export class Engine {
   }
 
   private step(): void {
-    const steps: { choice: Choice; active: Active; tokens: number[]; samples: boolean }[] = []
+    const steps: { choice: Choice; active: Active; tokens: number[]; from: number; samples: boolean; all: boolean }[] = []
     let budget = this.opts.prefillChunk
     for (const a of this.running) {
+      const P = a.promptIds.length
       for (const c of a.choices) {
         if (c.finished) continue
-        const P = a.promptIds.length
         if (c.pos < P) {
-          if (budget <= 0) continue
+          // The prompt is prefilled once, by choice 0; the others take copies of its cache (see fork).
+          if (c.index > 0 || budget <= 0) continue
           const n = Math.min(budget, P - c.pos)
           budget -= n
-          steps.push({ choice: c, active: a, tokens: a.promptIds.slice(c.pos, c.pos + n), samples: c.pos + n === P })
+          steps.push({ choice: c, active: a, tokens: a.promptIds.slice(c.pos, c.pos + n), from: c.pos, samples: c.pos + n === P, all: a.promptLogprobs !== null })
           c.pos += n
-        } else steps.push({ choice: c, active: a, tokens: [c.output[c.output.length - 1]!], samples: true })
+        } else steps.push({ choice: c, active: a, tokens: [c.output[c.output.length - 1]!], from: c.pos, samples: true, all: false })
       }
     }
     if (!steps.length) return
-    const logits = this.model.forward(steps.map((s) => ({ tokens: s.tokens, cache: s.choice.cache })))
+    const logits = this.model.forward(steps.map((s) => ({ tokens: s.tokens, cache: s.choice.cache, allLogits: s.all })))
     const t = now()
     for (const [i, s] of steps.entries()) {
       const l = logits[i]!
-      if (s.samples && !s.active.cancelled) {
-        const row = l.dataSync() as Float32Array
-        if (!s.active.prefillDone) s.active.prefillDone = t
-        this.advance(s.active, s.choice, s.choice.sampler.sample(row, s.choice.output), t)
+      if (!s.active.cancelled && (s.samples || s.all)) {
+        const data = l.dataSync() as Float32Array
+        const V = this.model.vocabSize
+        if (s.all) this.promptLogprobs(s.active, data, s.from, s.tokens.length)
+        if (s.samples) {
+          const row = data.subarray(data.length - V)
+          if (!s.active.prefillDone) s.active.prefillDone = t
+          const a = s.active
+          if (s.choice.pos === a.promptIds.length && s.choice.output.length === 0) this.fork(a, s.choice)
+          // Every choice still to start samples its first token from the prompt's last logits.
+          for (const c of s.choice.output.length === 0 ? a.choices.filter((x) => x.output.length === 0 && !x.finished) : [s.choice]) {
+            const own = c === s.choice && a.choices.length === 1 ? row : row.slice()
+            this.advance(a, c, c.sampler.sample(own, c.output), t)
+          }
+        }
       }
       l.dispose()
     }
@@ -304,6 +321,42 @@ export class Engine {
         this.release(a)
         this.done(a)
       }
+    }
+  }
+
+  /** After choice 0 prefilled the prompt: the other choices share its keys and values (clones share the data). */
+  private fork(a: Active, first: Choice): void {
+    for (const c of a.choices) {
+      if (c === first) continue
+      for (let l = 0; l < c.cache.keys.length; l++) {
+        c.cache.keys[l] = tf.clone(first.cache.keys[l]!)
+        c.cache.values[l] = tf.clone(first.cache.values[l]!)
+      }
+      c.cache.length = first.cache.length
+      c.pos = first.pos
+    }
+  }
+
+  /**
+   * Log probabilities of the prompt tokens from a prefill chunk's logits (`rows` positions from
+   * `from`): the row at position p predicts token p + 1. Raw model output, no sampling processing.
+   */
+  private promptLogprobs(a: Active, data: Float32Array, from: number, rows: number): void {
+    const V = this.model.vocabSize
+    const k = a.req.promptLogprobs ?? 0
+    for (let r = 0; r < rows; r++) {
+      const p = from + r + 1
+      if (p >= a.promptIds.length) break
+      const lp = logSoftmax(data.subarray(r * V, (r + 1) * V))
+      const actual = a.promptIds[p]!
+      const entry: Record<string, { logprob: number; rank: number; decoded_token: string }> = {}
+      let rank = 1
+      for (let i = 0; i < V; i++) if (lp[i]! > lp[actual]!) rank++
+      entry[String(actual)] = { logprob: Math.max(lp[actual]!, -9999), rank, decoded_token: this.tok.piece(actual) }
+      topK(lp, k).forEach(([id, v], j) => {
+        if (!(String(id) in entry)) entry[String(id)] = { logprob: Math.max(v, -9999), rank: j + 1, decoded_token: this.tok.piece(id) }
+      })
+      a.promptLogprobs![p] = entry
     }
   }
 
@@ -378,6 +431,7 @@ export class Engine {
       id: a.req.id,
       promptTokens: a.promptIds.length,
       completionTokens: completion,
+      promptLogprobs: a.promptLogprobs,
       timings: {
         queued_ms: a.started - a.arrived,
         prefill_ms: (a.prefillDone || end) - a.started,

@@ -43,7 +43,11 @@ export interface GenerateRequest {
   priority: number
   /** Send text as it is made (stop strings held back), or only at the end. */
   stream: boolean
+  /** Top alternatives per prompt token; null: no prompt logprobs. */
+  promptLogprobs: number | null
 }
+
+export type PromptLogprobs = (Record<string, { logprob: number; rank: number; decoded_token: string }> | null)[]
 
 export interface TokenLogprob {
   token: string
@@ -57,7 +61,7 @@ export type WorkerEvent =
   | { type: 'accepted'; id: string; promptTokens: number; promptIds: number[]; queuedMs: number }
   | { type: 'delta'; id: string; choice: number; text: string; tokenIds: number[]; logprobs: TokenLogprob[] | null; completionTokens: number }
   | { type: 'finish'; id: string; choice: number; text: string; tokenIds: number[]; logprobs: TokenLogprob[] | null; completionTokens: number; finishReason: 'stop' | 'length' | 'abort'; stopReason: string | number | null }
-  | { type: 'done'; id: string; promptTokens: number; completionTokens: number; timings: Timings }
+  | { type: 'done'; id: string; promptTokens: number; completionTokens: number; promptLogprobs: PromptLogprobs | null; timings: Timings }
   | { type: 'error'; id: string; status: number; message: string; param?: string | null }
   | { type: 'reply'; id: string; result?: unknown; error?: { status: number; message: string } }
 

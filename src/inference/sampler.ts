@@ -74,7 +74,7 @@ export class Rng {
 const rotl = (x: number, k: number) => ((x << k) | (x >>> (32 - k))) >>> 0
 
 /** log-softmax of x into a new array. */
-function logSoftmax(x: Float32Array): Float32Array {
+export function logSoftmax(x: Float32Array): Float32Array {
   let max = -Infinity
   for (const v of x) if (v > max) max = v
   let sum = 0
