@@ -106,6 +106,8 @@ const FLAG_TO_ENV: Record<string, string> = {
 
 export class ConfigError extends Error {}
 
+const REPEATABLE = new Set(['model', 'served-model-name'])
+
 /** Splits `--name value` / `--name=value` flags from positional arguments. */
 export function parseFlags(argv: string[]): { flags: Record<string, string>; positional: string[] } {
   const flags: Record<string, string> = {}
@@ -117,16 +119,20 @@ export function parseFlags(argv: string[]): { flags: Record<string, string>; pos
       continue
     }
     const eq = a.indexOf('=')
-    if (eq > 0) {
-      flags[a.slice(2, eq)] = a.slice(eq + 1)
-    } else {
+    let name: string
+    let value: string
+    if (eq > 0) [name, value] = [a.slice(2, eq), a.slice(eq + 1)]
+    else {
+      name = a.slice(2)
       const next = argv[i + 1]
-      if (next === undefined || next.startsWith('--')) flags[a.slice(2)] = 'true'
+      if (next === undefined || next.startsWith('--')) value = 'true'
       else {
-        flags[a.slice(2)] = next
+        value = next
         i++
       }
     }
+    // Repeatable flags gather into a comma list (--model a --model b); others: the last one wins.
+    flags[name] = REPEATABLE.has(name) && name in flags ? `${flags[name]},${value}` : value
   }
   return { flags, positional }
 }

@@ -78,10 +78,14 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
       trustedProxies: config.trustedProxies.map(canonicalIp),
       accessLog: config.accessLog,
     })
-    app.add(metaRoutes(() => app.routes))
+    app.add(metaRoutes(() => app.routes, () => models.map((m) => m.info)))
     app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
     const analytics = await attachAnalytics(calls, catalog, config.prices)
-    app.add(adminRoutes(keys, calls, pool, () => app.pending, analytics.rollups))
+    app.add(
+      adminRoutes(keys, calls, pool, () => app.pending, analytics.rollups, async () =>
+        Object.fromEntries(await Promise.all(models.map(async (m) => [m.info.name, { backend: m.info.backend, ...(await m.stats()) }]))),
+      ),
+    )
     app.add(callRoutes(calls, pool, config.maxQueryRows, analytics.prices, analytics.stats))
     app.add(statsRoutes(analytics.stats, analytics.usage, analytics.prices))
     app.add(otelRoutes(calls, pool, config.maxBodyBytes))

@@ -192,8 +192,15 @@ t.test('a client that goes away mid-stream cancels its sequence; the server keep
   const reader = res.body!.getReader()
   await reader.read()
   ac.abort()
-  const r = await create({ max_tokens: 4, seed: 1 })
+  const r = await create({ max_tokens: 4, seed: 1, ignore_eos: true })
   t.equal(r.usage!.completion_tokens, 4)
+  let state: any
+  for (let i = 0; i < 50; i++) {
+    state = (await fetch(s.url + '/admin/stats', { headers: s.bearer() }).then((x) => x.json())).inference['weft-tiny']
+    if (state.running_requests === 0) break
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  t.match(state, { running_requests: 0, waiting_requests: 0, kv_positions_used: 0 }, 'the abandoned sequence was dropped and its cache freed')
 })
 
 t.test('each completion is recorded as a call in the caller project, and statistics see it', async (t) => {
@@ -259,4 +266,31 @@ t.test('bounded queue: past --max-waiting-requests a request is 429; priority sc
   t.ok(limited.length >= 1, `${limited.length} refused with 429`)
   t.equal(ok + limited.length, 5, 'every request answered: completed or 429, never a hang')
   t.match((limited[0] as PromiseRejectedResult).reason.message, /at capacity/)
+})
+
+t.test('request ids, bad words, special tokens spacing, /version and engine state', async (t) => {
+  const named = await create({ max_tokens: 2, seed: 1, request_id: 'my-req-1' })
+  t.equal(named.id, 'chatcmpl-my-req-1')
+  const greedy = await create({ max_tokens: 12, temperature: 0, ignore_eos: true, return_token_ids: true })
+  const post = (p: string, body: unknown) => fetch(s.url + p, { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((x) => x.json())
+  // A generated token whose text tokenizes back to itself (a lone byte of a longer character would not).
+  let banned = -1
+  let word = { prompt: '' }
+  for (const id of greedy.choices[0]!.token_ids as number[]) {
+    word = await post('/detokenize', { tokens: [id] })
+    if ((await post('/tokenize', { prompt: word.prompt.trimStart(), add_special_tokens: false })).tokens.join() === String(id)) {
+      banned = id
+      break
+    }
+  }
+  t.ok(banned >= 0, 'a word to ban')
+  const clean = await create({ max_tokens: 12, temperature: 0, ignore_eos: true, return_token_ids: true, bad_words: [word.prompt] })
+  t.notOk((clean.choices[0]!.token_ids as number[]).includes(banned), `token ${banned} (${JSON.stringify(word.prompt)}) never generated`)
+  const special = { max_tokens: 6, seed: 8, min_tokens: 2, logit_bias: { '368': 100 }, skip_special_tokens: false, return_token_ids: true }
+  const spaced = await create(special)
+  const tight = await create({ ...special, spaces_between_special_tokens: false })
+  t.ok(tight.choices[0]!.message.content!.endsWith('<|im_end|>'), 'the end-of-sequence token shown')
+  t.equal(spaced.choices[0]!.message.content, tight.choices[0]!.message.content!.replace('<|im_end|>', ' <|im_end|>'), 'a space before the special token by default')
+  const version = await fetch(s.url + '/version').then((x) => x.json())
+  t.match(version.inference, [{ model: 'weft-tiny', architecture: 'LlamaForCausalLM', backend: /^(tensorflow|wasm-simd|wasm|cpu)$/ }])
 })

@@ -51,7 +51,7 @@ const ELD_RESOLUTION_MS = 2
 const delayMs = (ns: number) => Math.max(0, Math.round(ns / 1e4) / 100 - ELD_RESOLUTION_MS)
 
 /** API key management for admins (`weft keys` uses these when a server holds the catalog), and process stats. */
-export function adminRoutes(keys: KeyStore, calls: CallStore, ingest?: IngestPool, inFlight?: () => number, rollups?: Rollups): RouteDef[] {
+export function adminRoutes(keys: KeyStore, calls: CallStore, ingest?: IngestPool, inFlight?: () => number, rollups?: Rollups, inference?: () => Promise<unknown>): RouteDef[] {
   // Event-loop delay since start (or the last reset).
   const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS })
   eld.enable()
@@ -64,7 +64,7 @@ export function adminRoutes(keys: KeyStore, calls: CallStore, ingest?: IngestPoo
       tags: ['Admin'],
       summary: 'Event-loop delay, memory and calls-store state (`?reset=true` restarts the delay histogram)',
       query: Type.Object({ reset: Type.Optional(Type.Boolean()) }),
-      handler: (ctx) => {
+      handler: async (ctx) => {
         const mem = process.memoryUsage()
         const body = {
           event_loop_delay_ms: { p50: delayMs(eld.percentile(50)), p99: delayMs(eld.percentile(99)), max: delayMs(eld.max), samples: eld.count, resolution_ms: ELD_RESOLUTION_MS },
@@ -75,6 +75,8 @@ export function adminRoutes(keys: KeyStore, calls: CallStore, ingest?: IngestPoo
           rollups: rollups ? { ready: rollups.ready, origin: rollups.origin, x: rollups.x, parts_past_x: Math.max(0, calls.lastSeq - rollups.x) } : null,
           /** Requests being handled, this one included. */
           in_flight: inFlight?.() ?? null,
+          // Per served model: its backend, requests running and waiting, KV-cache positions in use.
+          inference: inference ? await inference() : null,
         }
         if (ctx.query.reset) eld.reset()
         return { body }

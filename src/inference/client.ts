@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads'
 import { fileURLToPath } from 'node:url'
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
-import type { GenerateRequest, ModelInfo, WorkerCommand, WorkerEvent } from './protocol.js'
+import type { EngineStats, GenerateRequest, ModelInfo, WorkerCommand, WorkerEvent } from './protocol.js'
 import type { WorkerConfig } from './worker.js'
 
 /** Events of one request, pulled by the HTTP side as it writes them. */
@@ -131,6 +131,10 @@ export class ModelServer {
 
   tokenize(c: Omit<Extract<WorkerCommand, { type: 'tokenize' }>, 'type' | 'id'>): Promise<{ ids: number[]; strs: string[] | null }> {
     return this.ask({ ...c, type: 'tokenize', id: randomUUID() })
+  }
+
+  stats(): Promise<EngineStats> {
+    return this.ask({ type: 'stats', id: randomUUID() })
   }
 
   detokenize(tokens: number[]): Promise<string> {

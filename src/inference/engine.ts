@@ -3,7 +3,7 @@ import type { LlamaModel, KVCache } from './llama.js'
 import * as tf from '@tensorflow/tfjs'
 import { GREEDY_BELOW, Rng, Sampler, logSoftmax, topK, type Sampled } from './sampler.js'
 import { TemplateError, type ModelTokenizer } from './tokenizer.js'
-import type { GenerateRequest, TokenLogprob, WorkerEvent } from './protocol.js'
+import type { EngineStats, GenerateRequest, TokenLogprob, WorkerEvent } from './protocol.js'
 
 export interface EngineOptions {
   /** Sequences (choices) decoded together at most. */
@@ -99,6 +99,16 @@ export class Engine {
 
   get maxModelLen(): number {
     return this.model.maxPositions
+  }
+
+  get stats(): EngineStats {
+    return {
+      running_requests: this.running.length,
+      waiting_requests: this.waiting.length,
+      running_sequences: this.running.reduce((s, a) => s + a.choices.filter((c) => !c.finished).length, 0),
+      kv_positions_used: this.running.reduce((s, a) => s + a.choices.reduce((t, c) => t + c.cache.length, 0), 0),
+      kv_positions: this.opts.kvTokens,
+    }
   }
 
   /** Renders and tokenizes the request, checks it, and queues it; errors are emitted, not thrown. */
@@ -375,7 +385,7 @@ export class Engine {
       finish = 'stop'
       stopReason = s.token
     }
-    let text = this.tok.decode(c.output, r.skipSpecialTokens)
+    let text = this.tok.decode(c.output, r.skipSpecialTokens, r.spacesBetweenSpecialTokens)
     // An unfinished UTF-8 sequence decodes to U+FFFD: held until its last byte arrives.
     const complete = finish !== null || c.output.length >= a.maxTokens
     if (!complete) while (text.endsWith('\uFFFD')) text = text.slice(0, -1)

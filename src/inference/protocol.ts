@@ -70,6 +70,7 @@ export type WorkerCommand =
   | { type: 'cancel'; id: string }
   | { type: 'tokenize'; id: string; prompt?: string; messages?: TemplateMessage[]; addSpecialTokens: boolean; addGenerationPrompt?: boolean; continueFinalMessage?: boolean; chatTemplate?: string | null; chatTemplateKwargs?: Record<string, unknown> | null; tools?: unknown[] | null; returnTokenStrs: boolean }
   | { type: 'detokenize'; id: string; tokens: number[] }
+  | { type: 'stats'; id: string }
   | { type: 'stop' }
 
 export interface Timings {
@@ -89,4 +90,13 @@ export interface ModelInfo {
   backend: string
   architecture: string
   parameters: number
+}
+
+/** What an engine holds right now. */
+export interface EngineStats {
+  running_requests: number
+  waiting_requests: number
+  running_sequences: number
+  kv_positions_used: number
+  kv_positions: number
 }

@@ -37,6 +37,8 @@ export class ModelTokenizer {
   /** Ids of the tokens that end a generation (the tokenizer's eos and generation_config's eos_token_id). */
   readonly eosIds: ReadonlySet<number>
   readonly specialIds: ReadonlySet<number>
+  /** Every added token (special or not): the places `spaces_between_special_tokens` puts spaces. */
+  readonly addedIds: ReadonlySet<number>
   readonly vocabSize: number
   private readonly pieces: (string | undefined)[] = []
 
@@ -50,6 +52,7 @@ export class ModelTokenizer {
     this.vocabSize = vocabSize
     this.eosIds = new Set(eos)
     this.specialIds = new Set([...tok.get_added_tokens_decoder()].filter(([, t]) => t.special).map(([id]) => id))
+    this.addedIds = new Set(tok.get_added_tokens_decoder().keys())
   }
 
   static async load(dir: string, vocabSize: number, generationEos: number[]): Promise<ModelTokenizer> {
@@ -80,8 +83,26 @@ export class ModelTokenizer {
     return this.tok.encode(text, { add_special_tokens: addSpecialTokens }).ids
   }
 
-  decode(ids: number[], skipSpecialTokens: boolean): string {
-    return this.tok.decode(ids, { skip_special_tokens: skipSpecialTokens, clean_up_tokenization_spaces: false })
+  /**
+   * Text of the ids. With special tokens kept and `spacesBetween` (vLLM's spaces_between_special_tokens),
+   * the runs of text between added tokens and the added tokens themselves are joined with spaces.
+   */
+  decode(ids: number[], skipSpecialTokens: boolean, spacesBetween = false): string {
+    const plain = (x: number[]) => this.tok.decode(x, { skip_special_tokens: skipSpecialTokens, clean_up_tokenization_spaces: false })
+    if (skipSpecialTokens || !spacesBetween || !ids.some((i) => this.addedIds.has(i))) return plain(ids)
+    const parts: string[] = []
+    let run: number[] = []
+    for (const id of ids) {
+      if (!this.addedIds.has(id)) {
+        run.push(id)
+        continue
+      }
+      if (run.length) parts.push(plain(run))
+      run = []
+      parts.push(plain([id]))
+    }
+    if (run.length) parts.push(plain(run))
+    return parts.join(' ')
   }
 
   /** One token's own text (for logprobs and token_strs), cached. */

@@ -96,6 +96,9 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
         if (m.tokens.some((t) => t >= cfg.vocab_size)) emit({ type: 'reply', id: m.id, error: { status: 400, message: `token id out of range: the vocabulary has ${cfg.vocab_size} tokens` } })
         else emit({ type: 'reply', id: m.id, result: tok.decode(m.tokens, false) })
         break
+      case 'stats':
+        emit({ type: 'reply', id: m.id, result: engine.stats })
+        break
       case 'stop':
         engine.stop()
         break
