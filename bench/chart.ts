@@ -87,7 +87,7 @@ export function spreadChart(title: string, unit: string, rows: { label: string; 
  * Latency against data size: one panel per request, one line per system (median), log scale, so a
  * flat line reads as "does not grow with the data".
  */
-export function sizeChart(title: string, sizes: string[], panels: { title: string; series: { label: string; values: (number | null)[] }[] }[]): string {
+export function sizeChart(title: string, sizes: string[], panels: { title: string; series: { label: string; values: (number | null)[] }[] }[], fmt: (v: number) => string = (v) => (v >= 1000 ? v / 1000 + 's' : v + 'ms')): string {
   const pw = 300
   const ph = 220
   const top = 50
@@ -104,7 +104,7 @@ export function sizeChart(title: string, sizes: string[], panels: { title: strin
     out += `<text x="${x0 + pw / 2}" y="${top - 12}" text-anchor="middle" font-size="12">${esc(p.title)}</text>`
     for (let d = Math.log10(lo); d <= Math.log10(hi); d++) {
       const v = Math.pow(10, d)
-      out += `<line x1="${x0}" y1="${y(v)}" x2="${x0 + pw}" y2="${y(v)}" stroke="#eee"/><text x="${x0 - 4}" y="${y(v) + 4}" text-anchor="end" font-size="10">${v >= 1000 ? v / 1000 + 's' : v + 'ms'}</text>`
+      out += `<line x1="${x0}" y1="${y(v)}" x2="${x0 + pw}" y2="${y(v)}" stroke="#eee"/><text x="${x0 - 4}" y="${y(v) + 4}" text-anchor="end" font-size="10">${fmt(v)}</text>`
     }
     sizes.forEach((s, i) => (out += `<text x="${x(i)}" y="${top + ph + 16}" text-anchor="middle" font-size="11">${esc(s)}</text>`))
     p.series.forEach((s, si) => {
