@@ -1,0 +1,20 @@
+import t from 'tap'
+import { ConfigError, loadConfig, parseFlags } from '../src/config.js'
+
+t.test('inference settings: repeatable --model, defaults, validation', async (t) => {
+  const { flags } = parseFlags(['serve', '--model', '/m/a', '--model=/m/b', '--served-model-name', 'a', '--served-model-name', 'b', '--port', '1', '--port', '2'])
+  t.equal(flags.model, '/m/a,/m/b', '--model gathers')
+  t.equal(flags['served-model-name'], 'a,b')
+  t.equal(flags.port, '2', 'other flags: the last wins')
+  const c = loadConfig(flags, {})
+  t.same(c.models, ['/m/a', '/m/b'])
+  t.same(c.servedModelNames, ['a', 'b'])
+  const d = loadConfig({}, {})
+  t.same(d.models, [], 'no --model: the built-in tiny model')
+  t.equal(d.schedulingPolicy, 'fcfs')
+  t.equal(d.inferenceBackend, 'auto')
+  t.same(loadConfig({}, { WEFT_MODEL: 'none' }).models, ['none'], 'WEFT_MODEL=none: no inference')
+  t.throws(() => loadConfig({ 'scheduling-policy': 'lifo' }, {}), ConfigError)
+  t.throws(() => loadConfig({ 'inference-backend': 'gpu' }, {}), ConfigError)
+  t.throws(() => loadConfig({ 'max-num-seqs': '0' }, {}), ConfigError)
+})
