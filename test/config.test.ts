@@ -14,7 +14,18 @@ t.test('inference settings: repeatable --model, defaults, validation', async (t)
   t.equal(d.schedulingPolicy, 'fcfs')
   t.equal(d.inferenceBackend, 'auto')
   t.same(loadConfig({}, { WEFT_MODEL: 'none' }).models, ['none'], 'WEFT_MODEL=none: no inference')
-  t.throws(() => loadConfig({ 'scheduling-policy': 'lifo' }, {}), ConfigError)
-  t.throws(() => loadConfig({ 'inference-backend': 'gpu' }, {}), ConfigError)
-  t.throws(() => loadConfig({ 'max-num-seqs': '0' }, {}), ConfigError)
+  const fails = (flags: Record<string, string>, message: RegExp) => {
+    const e = (() => {
+      try {
+        loadConfig(flags, {})
+      } catch (err) {
+        return err
+      }
+    })()
+    t.type(e, ConfigError)
+    t.match((e as Error).message, message)
+  }
+  fails({ 'scheduling-policy': 'lifo' }, /scheduling-policy must be one of fcfs, priority/)
+  fails({ 'inference-backend': 'gpu' }, /inference-backend must be one of/)
+  fails({ 'max-num-seqs': '0' }, /max-num-seqs must be an integer/)
 })
