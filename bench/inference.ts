@@ -2,7 +2,7 @@
  * Chat inference: weft (TF.js, one worker per model) against llama.cpp (node-llama-cpp, in this
  * process) on the same weights, for the built-in tiny model and a ~100M-parameter Llama model.
  *   npm --prefix bench/peer-deps install         # node-llama-cpp, kept out of weft's own install
- *   node dist/bench/inference.js [--models tiny,100m] [--concurrency 1,4,16,64] [--tokens 64] [--runs 3]
+ *   node dist/bench/inference.js [--models tiny,100m] [--concurrency 1,4,16,64] [--tokens 64] [--runs 3] [--replicas N]
  * Per model: single-stream time to first token and decode tokens/s, then aggregate tokens/s with
  * 1, 4, 16 and 64 streams at once; greedy, end-of-sequence ignored, the same prompt token ids on
  * both sides. Before timing, both sides' greedy tokens are checked equal (the same model). Runs
@@ -27,6 +27,8 @@ const models = (flags.models ?? 'tiny,100m').split(',')
 const levels = (flags.concurrency ?? '1,4,16,64').split(',').map(Number)
 const TOKENS = Number(flags.tokens ?? 64)
 const RUNS = Number(flags.runs ?? 3)
+// One wasm worker computes on one core; llama.cpp uses every core: weft runs a replica per core.
+const REPLICAS = Number(flags.replicas ?? os.cpus().length)
 const KEY = 'bench-key'
 const messages = [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'Tell me about looms, weaving and the history of cloth, briefly.' }]
 
@@ -63,7 +65,7 @@ async function main(): Promise<void> {
     const gguf = path.join(dir, 'model.gguf')
     await writeGguf(modelDir, gguf)
     const params = Math.round(statSync(path.join(modelDir, 'model.safetensors')).size / 4)
-    const server = await startWeft({ root: ROOT_DIR, dataDir: path.join(dir, 'data'), key: KEY, cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','), env: { WEFT_ACCESS_LOG: 'false', WEFT_MODEL: modelDir, WEFT_SERVED_MODEL_NAME: 'm', WEFT_MAX_NUM_SEQS: '64' } })
+    const server = await startWeft({ root: ROOT_DIR, dataDir: path.join(dir, 'data'), key: KEY, cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','), env: { WEFT_ACCESS_LOG: 'false', WEFT_MODEL: modelDir, WEFT_SERVED_MODEL_NAME: 'm', WEFT_MAX_NUM_SEQS: '64', WEFT_MODEL_REPLICAS: String(REPLICAS) } })
     const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }
     const prompt: number[] = ((await (await fetch(server.url + '/tokenize', { method: 'POST', headers, body: JSON.stringify({ model: 'm', messages }) })).json()) as Json).tokens
 
@@ -175,7 +177,7 @@ async function main(): Promise<void> {
   mkdirSync(outDir, { recursive: true })
   writeFileSync(
     path.join(outDir, `inference-${stamp}.json`),
-    JSON.stringify({ bench: 'inference', weft_version: VERSION, date: new Date().toISOString(), machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version }, setup: { tokens_per_stream: TOKENS, runs: RUNS, concurrency: levels, peer: 'llama.cpp via node-llama-cpp 3.22.1 (prebuilt CPU binary, its default threads), f32 GGUF written from the same safetensors (bench/gguf.ts)' }, results }, null, 2) + '\n',
+    JSON.stringify({ bench: 'inference', weft_version: VERSION, date: new Date().toISOString(), machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version }, setup: { tokens_per_stream: TOKENS, runs: RUNS, concurrency: levels, weft_replicas: REPLICAS, peer: 'llama.cpp via node-llama-cpp 3.22.1 (prebuilt CPU binary, its default threads), f32 GGUF written from the same safetensors (bench/gguf.ts)' }, results }, null, 2) + '\n',
   )
   writeFileSync(
     path.join(outDir, `inference-${stamp}.svg`),

@@ -46,6 +46,8 @@ export interface Config {
   prefillChunk: number
   /** TF.js backend: auto (tensorflow when installed, else wasm, else cpu), tensorflow, wasm or cpu. */
   inferenceBackend: string
+  /** Workers per model, each with its own copy of the weights (one wasm worker computes on one core). */
+  modelReplicas: number
 }
 
 export const DEFAULTS = {
@@ -73,6 +75,7 @@ export const DEFAULTS = {
   maxWaitingRequests: 256,
   prefillChunk: 512,
   inferenceBackend: 'auto',
+  modelReplicas: 1,
 }
 
 const FLAG_TO_ENV: Record<string, string> = {
@@ -102,6 +105,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'max-waiting-requests': 'WEFT_MAX_WAITING_REQUESTS',
   'prefill-chunk': 'WEFT_PREFILL_CHUNK',
   'inference-backend': 'WEFT_INFERENCE_BACKEND',
+  'model-replicas': 'WEFT_MODEL_REPLICAS',
 }
 
 export class ConfigError extends Error {}
@@ -195,6 +199,7 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     maxWaitingRequests: int('max-waiting-requests', get('max-waiting-requests'), DEFAULTS.maxWaitingRequests, 1, 1_000_000),
     prefillChunk: int('prefill-chunk', get('prefill-chunk'), DEFAULTS.prefillChunk, 1, 1_000_000),
     inferenceBackend: oneOf('inference-backend', get('inference-backend'), ['auto', 'tensorflow', 'wasm', 'cpu'] as const, 'auto'),
+    modelReplicas: int('model-replicas', get('model-replicas'), DEFAULTS.modelReplicas, 1, 64),
   }
 }
 

@@ -21,7 +21,7 @@ import { IngestPool } from './calls/ingest-pool.js'
 import { attachAnalytics } from './stats/analytics.js'
 import { statsRoutes } from './api/stats.js'
 import { chatRoutes } from './api/chat.js'
-import { ModelServer } from './inference/client.js'
+import { ModelPool } from './inference/client.js'
 import { makeTinyModel } from './inference/tiny-model.js'
 
 export const SERVER_FILE = 'server.json'
@@ -50,7 +50,7 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   let closed = false
   let openedCalls: CallStore | undefined
   let ingest: IngestPool | undefined
-  const models: ModelServer[] = []
+  const models: ModelPool[] = []
   try {
     const keys = await KeyStore.load(catalog)
     const calls = await CallStore.open(config.dataDir, { flushRows: config.callsFlushRows, flushIntervalMs: config.callsFlushIntervalMs, queryTimeoutMs: config.queryTimeoutMs })
@@ -143,7 +143,7 @@ export const TINY_MODEL = 'weft-tiny'
  * One inference worker per model directory. With none configured, the built-in tiny model (made in
  * DATA_DIR/models on first start, deterministically: nothing is downloaded); `none` serves no model.
  */
-async function startModels(config: Config, log: Logger): Promise<ModelServer[]> {
+async function startModels(config: Config, log: Logger): Promise<ModelPool[]> {
   if (config.models.includes('none')) return []
   let dirs = config.models
   let names = config.servedModelNames
@@ -161,10 +161,10 @@ async function startModels(config: Config, log: Logger): Promise<ModelServer[]> 
   }
   if (names.length && names.length !== dirs.length) throw new Error(`--served-model-name names ${names.length} models, --model gives ${dirs.length}`)
   const engine = { maxNumSeqs: config.maxNumSeqs, maxWaiting: config.maxWaitingRequests, kvTokens: config.kvCacheTokens, prefillChunk: config.prefillChunk, priority: config.schedulingPolicy === 'priority', maxLogprobs: 20 }
-  const started: ModelServer[] = []
+  const started: ModelPool[] = []
   try {
     for (const [i, dir] of dirs.entries()) {
-      started.push(await ModelServer.start({ modelDir: dir, servedName: names[i] ?? path.basename(dir), engine, backend: config.inferenceBackend }, log))
+      started.push(await ModelPool.start({ modelDir: dir, servedName: names[i] ?? path.basename(dir), engine, backend: config.inferenceBackend }, log, config.modelReplicas))
     }
   } catch (e) {
     await Promise.all(started.map((m) => m.close().catch(() => {})))

@@ -294,3 +294,15 @@ t.test('request ids, bad words, special tokens spacing, /version and engine stat
   const version = await fetch(s.url + '/version').then((x) => x.json())
   t.match(version.inference, [{ model: 'weft-tiny', architecture: 'LlamaForCausalLM', backend: /^(tensorflow|wasm-simd|wasm|cpu)$/ }])
 })
+
+t.test('replicas: requests spread over workers, each reply as one worker gives it', async (t) => {
+  const two = await startServer({ args: ['--model-replicas', '2'] })
+  t.teardown(() => two.stop())
+  const c = new OpenAI({ apiKey: two.key, baseURL: two.url + '/v1', maxRetries: 0 })
+  const seeds = [21, 22, 23, 24]
+  const replies = await Promise.all(seeds.map((seed) => c.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 12, seed, ignore_eos: true } as never)))
+  const alone = await Promise.all(seeds.map((seed) => create({ max_tokens: 12, seed, ignore_eos: true })))
+  t.same(replies.map((r) => r.choices[0]!.message.content), alone.map((r) => r.choices[0]!.message.content), 'the same replies as one worker gives')
+  const state = (await fetch(two.url + '/admin/stats', { headers: two.bearer() }).then((x) => x.json())).inference['weft-tiny']
+  t.equal(state.replicas, 2)
+})

@@ -112,6 +112,11 @@ export class ModelServer {
     this.worker.postMessage(c)
   }
 
+  /** Requests this worker holds now. */
+  get load(): number {
+    return this.pending.size
+  }
+
   generate(req: GenerateRequest): RequestEvents {
     const q = new RequestEvents(() => {
       this.pending.delete(req.id)
@@ -149,5 +154,54 @@ export class ModelServer {
     const timer = setTimeout(() => void this.worker.terminate(), 5000)
     await exited
     clearTimeout(timer)
+  }
+}
+
+/**
+ * A model served by one or more replicas (`--model-replicas`): each a worker with its own copy of
+ * the weights and its own batch; a request goes to the replica holding the fewest. One TF.js wasm
+ * worker computes on one core, so replicas are how a model uses several.
+ */
+export class ModelPool {
+  private constructor(readonly replicas: ModelServer[]) {}
+
+  static async start(config: WorkerConfig, log: Logger, replicas = 1): Promise<ModelPool> {
+    const started: ModelServer[] = []
+    try {
+      for (let i = 0; i < replicas; i++) started.push(await ModelServer.start(config, log))
+    } catch (e) {
+      await Promise.all(started.map((s) => s.close().catch(() => {})))
+      throw e
+    }
+    return new ModelPool(started)
+  }
+
+  get info(): ModelInfo {
+    return this.replicas[0]!.info
+  }
+
+  generate(req: GenerateRequest): RequestEvents {
+    let best = this.replicas[0]!
+    for (const r of this.replicas) if (r.load < best.load) best = r
+    return best.generate(req)
+  }
+
+  tokenize(c: Parameters<ModelServer['tokenize']>[0]): ReturnType<ModelServer['tokenize']> {
+    return this.replicas[0]!.tokenize(c)
+  }
+
+  detokenize(tokens: number[]): Promise<string> {
+    return this.replicas[0]!.detokenize(tokens)
+  }
+
+  /** The replicas' state added up. */
+  async stats(): Promise<EngineStats & { replicas: number }> {
+    const all = await Promise.all(this.replicas.map((r) => r.stats()))
+    const sum = (k: keyof EngineStats) => all.reduce((a, s) => a + s[k], 0)
+    return { replicas: all.length, running_requests: sum('running_requests'), waiting_requests: sum('waiting_requests'), running_sequences: sum('running_sequences'), kv_positions_used: sum('kv_positions_used'), kv_positions: sum('kv_positions') }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.replicas.map((r) => r.close()))
   }
 }
