@@ -2,7 +2,7 @@
  * Chat inference: weft (TF.js, one worker per model) against llama.cpp (node-llama-cpp, in this
  * process) on the same weights, for the built-in tiny model and a ~100M-parameter Llama model.
  *   npm --prefix bench/peer-deps install         # node-llama-cpp, kept out of weft's own install
- *   node dist/bench/inference.js [--models tiny,100m] [--concurrency 1,4,16,64] [--tokens 64] [--runs 3] [--replicas N]
+ *   node dist/bench/inference.js [--models tiny,100m] [--concurrency 1,4,16,64] [--tokens 64] [--runs 3] [--replicas N] [--llama-threads N]
  * Per model: single-stream time to first token and decode tokens/s, then aggregate tokens/s with
  * 1, 4, 16 and 64 streams at once; greedy, end-of-sequence ignored, the same prompt token ids on
  * both sides. Before timing, both sides' greedy tokens are checked equal (the same model). Runs
@@ -38,6 +38,7 @@ interface LlamaSequence {
   evaluate(tokens: number[], opts: { temperature: number }): AsyncIterable<number>
 }
 interface LlamaApi {
+  // createContext takes { threads, sequences, contextSize, batchSize }.
   getLlama(o: Record<string, unknown>): Promise<{
     loadModel(o: { modelPath: string }): Promise<{
       createContext(o: Record<string, unknown>): Promise<{ getSequence(): LlamaSequence; dispose(): Promise<void> }>
@@ -104,7 +105,23 @@ async function main(): Promise<void> {
 
     const maxC = Math.max(...levels)
     const model = await llama.loadModel({ modelPath: gguf })
-    const ctx = await model.createContext({ sequences: maxC, contextSize: maxC * (prompt.length + TOKENS + 8), batchSize: 512, ...(flags['llama-threads'] ? { threads: Number(flags['llama-threads']) } : {}) })
+    // llama.cpp's threads spin-wait: on this 2-core machine, beside Node's own thread, its default (4
+    // here) and even 2 threads can run far slower than 1. Its best count is probed and used.
+    let threads = Number(flags['llama-threads'] ?? 0)
+    const probes: Record<number, number> = {}
+    if (!threads) {
+      for (const n of [1, 2]) {
+        const c = await model.createContext({ contextSize: prompt.length + 40, threads: n })
+        const seq = c.getSequence()
+        const t0 = performance.now()
+        let k = 0
+        for await (const _ of seq.evaluate(prompt, { temperature: 0 })) if (++k >= 32) break
+        probes[n] = Math.round(k / ((performance.now() - t0) / 1000))
+        await c.dispose()
+      }
+      threads = probes[2]! > probes[1]! ? 2 : 1
+    }
+    const ctx = await model.createContext({ sequences: maxC, contextSize: maxC * (prompt.length + TOKENS + 8), batchSize: 512, threads })
     const seqs = Array.from({ length: maxC }, () => ctx.getSequence())
     const llamaStream = async (i: number): Promise<Sample & { tokens: number }> => {
       const seq = seqs[i]!
@@ -127,7 +144,7 @@ async function main(): Promise<void> {
       return out
     }
     const same = JSON.stringify(await weftGreedy()) === JSON.stringify(await llamaGreedy())
-    process.stdout.write(`${name}: ${(params / 1e6).toFixed(2)}M parameters, prompt ${prompt.length} tokens, greedy tokens ${same ? 'identical' : 'DIFFERENT'} on both sides\n`)
+    process.stdout.write(`${name}: ${(params / 1e6).toFixed(2)}M parameters, prompt ${prompt.length} tokens, greedy tokens ${same ? 'identical' : 'DIFFERENT'} on both sides, llama.cpp threads ${threads} ${JSON.stringify(probes)}\n`)
 
     // Warm both sides.
     await weftStream()
@@ -155,6 +172,8 @@ async function main(): Promise<void> {
       prompt_tokens: prompt.length,
       tokens_per_stream: TOKENS,
       greedy_tokens_identical: same,
+      llama_cpp_threads: threads,
+      llama_cpp_thread_probe_tps: probes,
       backend: stats.inference?.m?.backend,
       single_stream: {
         weft: { ttft_ms: sp(single.weft.map((s) => s.ttft_ms)), decode_tps: sp(single.weft.map((s) => s.decode_tps)) },

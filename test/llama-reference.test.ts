@@ -8,7 +8,7 @@ import { makeTinyModel, type TinyModelOptions } from '../src/inference/tiny-mode
 import { LlamaModel, type LlamaConfig } from '../src/inference/llama.js'
 import { readModelWeights } from '../src/inference/safetensors.js'
 import { chooseBackend } from '../src/inference/worker.js'
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 
 // The TF.js model against an independent reference of the same architecture on the same weights:
 // scripts/reference_llama.py, NumPy in float64, sharing no code with it.
@@ -72,6 +72,9 @@ for (const [name, opts] of VARIANTS) {
 t.test('the served model (qwen2 variant from --model, prompts prefilled 5 tokens a step) generates what the reference generates', async (t) => {
   const dir = tempDir('weft-model-')
   await makeTinyModel(dir, { arch: 'qwen2', seed: 7 })
+  // Sampling defaults come from generation_config.json: here greedy.
+  const gen = JSON.parse(readFileSync(path.join(dir, 'generation_config.json'), 'utf8'))
+  writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ ...gen, temperature: 0 }))
   const s = await startServer({ args: ['--model', dir, '--served-model-name', 'tiny-qwen', '--prefill-chunk', '5'] })
   t.teardown(async () => {
     await s.stop()
@@ -82,6 +85,8 @@ t.test('the served model (qwen2 variant from --model, prompts prefilled 5 tokens
   const r = (await client.chat.completions.create({ model: 'tiny-qwen', messages, temperature: 0, max_tokens: 12, ignore_eos: true, return_token_ids: true } as never)) as unknown as OpenAI.ChatCompletion & { prompt_token_ids: number[]; choices: { token_ids: number[] }[] }
   const want = reference(dir, r.prompt_token_ids, 12)
   t.same(r.choices[0]!.token_ids, want.generated)
+  const byDefault = (await client.chat.completions.create({ model: 'tiny-qwen', messages, max_tokens: 12, ignore_eos: true, return_token_ids: true } as never)) as unknown as { choices: { token_ids: number[] }[] }
+  t.same(byDefault.choices[0]!.token_ids, want.generated, 'no temperature given: the model default (greedy)')
   // prompt_logprobs: the model's own log-probabilities of each prompt token, as the reference computes them.
   const p = (await client.chat.completions.create({ model: 'tiny-qwen', messages, max_tokens: 1, prompt_logprobs: 2 } as never)) as unknown as { prompt_logprobs: (Record<string, { logprob: number; rank: number }> | null)[] }
   t.equal(p.prompt_logprobs.length, r.prompt_token_ids.length)
