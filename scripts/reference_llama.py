@@ -31,11 +31,32 @@ def load_safetensors(path):
     return out
 
 
-def inv_freq(cfg, head_dim):
+def rope_params(cfg, head_dim):
+    """Inverse frequencies and the cos/sin scale (YaRN's attention factor; 1 otherwise)."""
     theta = cfg.get("rope_theta", 10000.0)
-    inv = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
     s = cfg.get("rope_scaling") or {}
     kind = s.get("rope_type", s.get("type", "default"))
+    f = s.get("factor", 1.0)
+    if kind == "dynamic":
+        # vLLM's fixed NTK base for the scaled context length.
+        theta = theta * (f * f - (f - 1)) ** (head_dim / (head_dim - 2))
+    inv = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    scale = 1.0
+    if kind == "yarn":
+        old = s.get("original_max_position_embeddings", cfg.get("max_position_embeddings", 2048))
+        fast, slow = s.get("beta_fast", 32), s.get("beta_slow", 1)
+
+        def corr(turns):
+            return head_dim * math.log(old / (turns * 2 * math.pi)) / (2 * math.log(theta))
+
+        lo, hi = max(math.floor(corr(fast)), 0), min(math.ceil(corr(slow)), head_dim - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = np.clip((np.arange(head_dim // 2, dtype=np.float64) - lo) / (hi - lo), 0, 1)
+        extrapolate = 1 - ramp
+        inv = (inv / f) * (1 - extrapolate) + inv * extrapolate
+        scale = s.get("attention_factor", 0.1 * math.log(f) + 1 if f > 1 else 1.0)
+        return inv, scale
     if kind == "linear":
         inv = inv / s["factor"]
     elif kind == "llama3":
@@ -46,9 +67,9 @@ def inv_freq(cfg, head_dim):
         smooth = (old / wave - low) / (high - low)
         mid = (1 - smooth) * scaled + smooth * inv
         inv = np.where(wave < old / high, inv, np.where(wave > old / low, scaled, mid))
-    elif kind != "default":
+    elif kind not in ("default", "dynamic"):
         raise SystemExit(f"rope type {kind}")
-    return inv
+    return inv, scale
 
 
 def rms_norm(x, w, eps):
@@ -70,9 +91,10 @@ def forward(cfg, w, tokens):
     eps = cfg.get("rms_norm_eps", 1e-6)
     T = len(tokens)
     x = w["model.embed_tokens.weight"][tokens]
-    ang = np.outer(np.arange(T, dtype=np.float64), inv_freq(cfg, D))
+    inv, scale = rope_params(cfg, D)
+    ang = np.outer(np.arange(T, dtype=np.float64), inv)
     ang = np.concatenate([ang, ang], axis=-1)
-    cos, sin = np.cos(ang)[None], np.sin(ang)[None]
+    cos, sin = np.cos(ang)[None] * scale, np.sin(ang)[None] * scale
     causal = np.triu(np.full((T, T), -np.inf), 1)
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."

@@ -25,6 +25,8 @@ const VARIANTS: [string, TinyModelOptions][] = [
   ['qwen2 (q/k/v biases)', { arch: 'qwen2', seed: 7 }],
   ['llama3 rope scaling, one kv head, separate head, 3 layers', { seed: 11, kvHeads: 1, layers: 3, tieEmbeddings: false, ropeScaling: { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 32 } }],
   ['linear rope scaling', { seed: 13, ropeScaling: { type: 'linear', factor: 4 } }],
+  ['dynamic (NTK) rope scaling', { seed: 17, ropeScaling: { type: 'dynamic', factor: 2 } }],
+  ['yarn rope scaling (attention factor on cos/sin)', { seed: 19, ropeScaling: { rope_type: 'yarn', factor: 4, original_max_position_embeddings: 64 } }],
 ]
 
 const PROMPT = Array.from({ length: 48 }, (_, i) => (i * 37 + 11) % 360)

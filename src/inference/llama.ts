@@ -64,19 +64,29 @@ export interface Step {
   allLogits?: boolean
 }
 
-/** Inverse frequencies of rotary embeddings, with the config's rope_scaling (default, linear, llama3). */
+/**
+ * Rotary embedding frequencies with the config's rope_scaling — default, linear, dynamic (NTK, with
+ * the fixed base vLLM derives for the scaled length), llama3, yarn — and the factor the cosines and
+ * sines are scaled by (YaRN's attention factor; 1 otherwise).
+ */
 export function ropeInvFreq(c: LlamaConfig, headDim: number): Float32Array {
-  const theta = c.rope_theta ?? 10000
+  return rope(c, headDim).invFreq
+}
+
+export function rope(c: LlamaConfig, headDim: number): { invFreq: Float32Array; scale: number } {
+  let theta = c.rope_theta ?? 10000
   const half = headDim / 2
-  const inv = new Float64Array(half)
-  for (let i = 0; i < half; i++) inv[i] = 1 / theta ** ((2 * i) / headDim)
   const s = c.rope_scaling
   const type = s ? String(s.rope_type ?? s.type ?? 'default') : 'default'
+  const f = s ? Number(s.factor ?? 1) : 1
+  // vLLM's dynamic NTK: the base for the scaled length L·f, fixed (L·f·f/L − (f − 1) = f² − f + 1).
+  if (type === 'dynamic') theta *= (f * f - (f - 1)) ** (headDim / (headDim - 2))
+  const inv = new Float64Array(half)
+  for (let i = 0; i < half; i++) inv[i] = 1 / theta ** ((2 * i) / headDim)
+  let scale = 1
   if (type === 'linear') {
-    const f = Number(s!.factor)
     for (let i = 0; i < half; i++) inv[i]! /= f
   } else if (type === 'llama3') {
-    const f = Number(s!.factor)
     const lowF = Number(s!.low_freq_factor ?? 1)
     const highF = Number(s!.high_freq_factor ?? 4)
     const old = Number(s!.original_max_position_embeddings ?? 8192)
@@ -91,10 +101,25 @@ export function ropeInvFreq(c: LlamaConfig, headDim: number): Float32Array {
         inv[i] = (1 - smooth) * (inv[i]! / f) + smooth * inv[i]!
       }
     }
-  } else if (type !== 'default') {
-    throw new Error(`rope_scaling type ${type} is not supported (default, linear and llama3 are)`)
+  } else if (type === 'yarn') {
+    const old = Number(s!.original_max_position_embeddings ?? c.max_position_embeddings ?? 2048)
+    const fast = Number(s!.beta_fast ?? 32)
+    const slow = Number(s!.beta_slow ?? 1)
+    // The dimension whose wavelength makes `turns` full turns over the original context.
+    const dimOf = (turns: number) => (headDim * Math.log(old / (turns * 2 * Math.PI))) / (2 * Math.log(theta))
+    const lo = Math.max(Math.floor(dimOf(fast)), 0)
+    let hi = Math.min(Math.ceil(dimOf(slow)), headDim - 1)
+    if (lo === hi) hi += 0.001
+    for (let i = 0; i < half; i++) {
+      const ramp = Math.min(1, Math.max(0, (i - lo) / (hi - lo)))
+      const keep = 1 - ramp
+      inv[i] = (inv[i]! / f) * (1 - keep) + inv[i]! * keep
+    }
+    scale = s!.attention_factor !== undefined ? Number(s!.attention_factor) : f > 1 ? 0.1 * Math.log(f) + 1 : 1
+  } else if (type !== 'default' && type !== 'dynamic') {
+    throw new Error(`rope_scaling type ${type} is not supported (default, linear, dynamic, llama3 and yarn are)`)
   }
-  return Float32Array.from(inv)
+  return { invFreq: Float32Array.from(inv), scale }
 }
 
 /**
@@ -115,6 +140,7 @@ export class LlamaModel {
   private readonly layers: Layer[]
   private readonly norm: tf.Tensor1D
   private readonly invFreq: tf.Tensor1D
+  private readonly ropeScale: number
 
   private constructor(readonly config: LlamaConfig, w: Map<string, Tensor>) {
     const c = config
@@ -159,7 +185,9 @@ export class LlamaModel {
         down: lin(`${p}.mlp.down_proj.weight`, H, c.intermediate_size),
       })
     }
-    this.invFreq = tf.tensor1d(ropeInvFreq(c, this.headDim))
+    const r = rope(c, this.headDim)
+    this.invFreq = tf.tensor1d(r.invFreq)
+    this.ropeScale = r.scale
   }
 
   static fromWeights(config: LlamaConfig, weights: Map<string, Tensor>): LlamaModel {
@@ -206,8 +234,8 @@ export class LlamaModel {
     const out = tf.tidy(() => {
       const angles = tf.outerProduct(tf.tensor1d(positions, 'float32'), this.invFreq)
       const full = tf.concat([angles, angles], 1).reshape([ids.length, 1, D])
-      const cos = tf.cos(full) as tf.Tensor3D
-      const sin = tf.sin(full) as tf.Tensor3D
+      const cos = (this.ropeScale === 1 ? tf.cos(full) : tf.mul(tf.cos(full), this.ropeScale)) as tf.Tensor3D
+      const sin = (this.ropeScale === 1 ? tf.sin(full) : tf.mul(tf.sin(full), this.ropeScale)) as tf.Tensor3D
       let x = tf.gather(this.embed, tf.tensor1d(ids, 'int32')) as tf.Tensor2D
       const kept: tf.Tensor[] = []
       for (const [l, L] of this.layers.entries()) {
