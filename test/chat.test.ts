@@ -35,6 +35,10 @@ t.test('a completion: shape, usage, length limit, the model listed', async (t) =
   const viaPrefix = new OpenAI({ apiKey: s.key, baseURL: s.url + '/inference/v1', maxRetries: 0 })
   const p = await viaPrefix.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 2, seed: 1 })
   t.equal(p.choices[0]!.message.content, (await create({ max_tokens: 2, seed: 1 })).choices[0]!.message.content, '/inference/v1 is the same API')
+  t.same((await viaPrefix.models.list()).data.map((m) => m.id), ['weft-tiny'], 'GET /inference/v1/models')
+  const slash = await fetch(s.url + '/v1/chat/completions/', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify({ messages, max_tokens: 2, seed: 1 }) })
+  t.equal(slash.status, 200, 'the trailing slash of the spec path')
+  t.equal(((await slash.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content, p.choices[0]!.message.content)
 })
 
 t.test('the same seed gives the same reply; choice i of n uses seed + i', async (t) => {
