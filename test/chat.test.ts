@@ -266,7 +266,8 @@ t.test('bounded queue: past --max-waiting-requests a request is 429; priority sc
   const results = await Promise.allSettled(Array.from({ length: 5 }, (_, i) => c.chat.completions.create({ ...long, priority: i } as never)))
   const ok = results.filter((r) => r.status === 'fulfilled').length
   const limited = results.filter((r) => r.status === 'rejected' && (r.reason as InstanceType<typeof OpenAI.APIError>).status === 429)
-  t.ok(ok >= 2, `${ok} completed: the running one and the waiting one`)
+  // One runs and one may wait (whether the first has started when the rest arrive is a matter of timing).
+  t.ok(ok >= 1 && ok <= 2, `${ok} completed`)
   t.ok(limited.length >= 1, `${limited.length} refused with 429`)
   t.equal(ok + limited.length, 5, 'every request answered: completed or 429, never a hang')
   t.match((limited[0] as PromiseRejectedResult).reason.message, /at capacity/)
