@@ -25,16 +25,14 @@ export interface LlamaConfig {
 interface Layer {
   inNorm: tf.Tensor1D
   postNorm: tf.Tensor1D
-  /** Projections stored transposed ([in, out]): x @ w. */
-  wq: tf.Tensor2D
-  wk: tf.Tensor2D
-  wv: tf.Tensor2D
+  /**
+   * Projections stored transposed ([in, out]): x @ w. q, k and v are one product (their columns side
+   * by side), as are gate and up: fewer, larger kernels per layer.
+   */
+  wqkv: tf.Tensor2D
+  bqkv: tf.Tensor1D | null
   wo: tf.Tensor2D
-  bq: tf.Tensor1D | null
-  bk: tf.Tensor1D | null
-  bv: tf.Tensor1D | null
-  gate: tf.Tensor2D
-  up: tf.Tensor2D
+  gateUp: tf.Tensor2D
   down: tf.Tensor2D
 }
 
@@ -170,18 +168,20 @@ export class LlamaModel {
     this.layers = []
     for (let l = 0; l < c.num_hidden_layers; l++) {
       const p = `model.layers.${l}`
+      const side = (ts: tf.Tensor[], axis: number) => {
+        const out = tf.concat(ts, axis)
+        for (const t of ts) t.dispose()
+        return out
+      }
+      const biases = [opt(`${p}.self_attn.q_proj.bias`, q), opt(`${p}.self_attn.k_proj.bias`, kv), opt(`${p}.self_attn.v_proj.bias`, kv)]
+      const sizes = [q, kv, kv]
       this.layers.push({
         inNorm: vec(`${p}.input_layernorm.weight`, H),
         postNorm: vec(`${p}.post_attention_layernorm.weight`, H),
-        wq: lin(`${p}.self_attn.q_proj.weight`, q, H),
-        wk: lin(`${p}.self_attn.k_proj.weight`, kv, H),
-        wv: lin(`${p}.self_attn.v_proj.weight`, kv, H),
+        wqkv: side([lin(`${p}.self_attn.q_proj.weight`, q, H), lin(`${p}.self_attn.k_proj.weight`, kv, H), lin(`${p}.self_attn.v_proj.weight`, kv, H)], 1) as tf.Tensor2D,
+        bqkv: biases.some((b) => b) ? (side(biases.map((b, i) => b ?? tf.zeros([sizes[i]!])), 0) as tf.Tensor1D) : null,
         wo: lin(`${p}.self_attn.o_proj.weight`, H, q),
-        bq: opt(`${p}.self_attn.q_proj.bias`, q),
-        bk: opt(`${p}.self_attn.k_proj.bias`, kv),
-        bv: opt(`${p}.self_attn.v_proj.bias`, kv),
-        gate: lin(`${p}.mlp.gate_proj.weight`, c.intermediate_size, H),
-        up: lin(`${p}.mlp.up_proj.weight`, c.intermediate_size, H),
+        gateUp: side([lin(`${p}.mlp.gate_proj.weight`, c.intermediate_size, H), lin(`${p}.mlp.up_proj.weight`, c.intermediate_size, H)], 1) as tf.Tensor2D,
         down: lin(`${p}.mlp.down_proj.weight`, H, c.intermediate_size),
       })
     }
@@ -240,10 +240,10 @@ export class LlamaModel {
       const kept: tf.Tensor[] = []
       for (const [l, L] of this.layers.entries()) {
         const h = this.rmsNorm(x, L.inNorm)
-        const proj = (w: tf.Tensor2D, b: tf.Tensor1D | null) => (b ? tf.add(tf.matMul(h, w), b) : tf.matMul(h, w)) as tf.Tensor2D
-        const q = this.rope(proj(L.wq, L.bq).reshape([ids.length, this.heads, D]), cos, sin)
-        const k = this.rope(proj(L.wk, L.bk).reshape([ids.length, this.kvHeads, D]), cos, sin)
-        const v = proj(L.wv, L.bv).reshape([ids.length, this.kvHeads, D]) as tf.Tensor3D
+        const qkv = (L.bqkv ? tf.add(tf.matMul(h, L.wqkv), L.bqkv) : tf.matMul(h, L.wqkv)).reshape([ids.length, this.heads + 2 * this.kvHeads, D]) as tf.Tensor3D
+        // q and k heads rotate together, then part.
+        const [qk, v] = tf.split(qkv, [this.heads + this.kvHeads, this.kvHeads], 1) as [tf.Tensor3D, tf.Tensor3D]
+        const [q, k] = tf.split(this.rope(qk, cos, sin), [this.heads, this.kvHeads], 1) as [tf.Tensor3D, tf.Tensor3D]
         const outs: tf.Tensor2D[] = []
         let at = 0
         for (const s of steps) {
@@ -265,8 +265,8 @@ export class LlamaModel {
         const attn = outs.length === 1 ? outs[0]! : (tf.concat(outs, 0) as tf.Tensor2D)
         x = tf.add(x, tf.matMul(attn, L.wo))
         const h2 = this.rmsNorm(x, L.postNorm)
-        const g = tf.matMul(h2, L.gate)
-        x = tf.add(x, tf.matMul(tf.mul(tf.mul(g, tf.sigmoid(g)), tf.matMul(h2, L.up)), L.down))
+        const [g, u] = tf.split(tf.matMul(h2, L.gateUp), 2, 1)
+        x = tf.add(x, tf.matMul(tf.mul(tf.mul(g!, tf.sigmoid(g!)), u!), L.down))
       }
       x = this.rmsNorm(x, this.norm)
       const logits: tf.Tensor2D[] = []
