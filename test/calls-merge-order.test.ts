@@ -103,7 +103,8 @@ t.test('segments: flushed parts live in Parquet any engine can read, and survive
   const dir = tempDir()
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const r = rng(7)
-  let store = await CallStore.open(dir, { flushRows: 40, flushIntervalMs: 0 })
+  // No compaction until asked for below (maxSegments), however the flushes fall.
+  let store = await CallStore.open(dir, { flushRows: 40, flushIntervalMs: 0, maxSegments: 1000 })
   const parts = Array.from({ length: 30 }, () => traceParts('seg/p', r)).flat()
   for (let i = 0; i < parts.length; i += 10) await store.ingest(parts.slice(i, i + 10))
   await store.flush()

@@ -152,6 +152,8 @@ export class CallStore {
   private tailRows = 0
   private tailSince = 0
   private flushChain: Promise<unknown> = Promise.resolve()
+  /** A size-triggered flush is queued and has not started: later batches need not queue another. */
+  private sizeFlushQueued = false
   private timer?: NodeJS.Timeout
   private closed = false
   /** Batches logged or being logged but not yet in the tail, per log generation (see flushOnce). */
@@ -265,7 +267,17 @@ export class CallStore {
       else this.pendingByGen.set(gen, left)
       if (left === 0) for (const wake of this.pendingDrained.splice(0)) wake()
     }
-    if (this.tailRows >= this.opts.flushRows) void this.flush().catch(() => {})
+    if (this.tailRows >= this.opts.flushRows && !this.sizeFlushQueued) {
+      // One queued flush takes the whole tail when it runs; a flush per batch over the threshold
+      // would, under load, queue a train of tiny segments (and compactions).
+      this.sizeFlushQueued = true
+      const run = this.flushChain.then(() => {
+        this.sizeFlushQueued = false
+        return this.flushOnce()
+      })
+      this.flushChain = run.catch(() => {})
+      void run.catch(() => {})
+    }
   }
 
   /** Resolves once no batch of these log generations is between its log append and the tail. */
