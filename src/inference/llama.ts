@@ -248,8 +248,10 @@ export class LlamaModel {
         let at = 0
         for (const s of steps) {
           const n = s.tokens.length
-          const ks = tf.transpose(k.slice([at, 0, 0], [n, this.kvHeads, D]), [1, 0, 2]) as tf.Tensor3D
-          const vs = tf.transpose(v.slice([at, 0, 0], [n, this.kvHeads, D]), [1, 0, 2]) as tf.Tensor3D
+          // [n, kvHeads, D] → [kvHeads, n, D]; for one token a reshape moves no data (one kernel fewer).
+          const heads = (x: tf.Tensor3D) => (n === 1 ? x.reshape([this.kvHeads, 1, D]) : tf.transpose(x, [1, 0, 2])) as tf.Tensor3D
+          const ks = heads(k.slice([at, 0, 0], [n, this.kvHeads, D]))
+          const vs = heads(v.slice([at, 0, 0], [n, this.kvHeads, D]))
           const prevK = s.cache.keys[l]
           const prevV = s.cache.values[l]
           const K = prevK ? (tf.concat([prevK, ks], 1) as tf.Tensor3D) : ks
@@ -293,7 +295,7 @@ export class LlamaModel {
     const g = this.heads / this.kvHeads
     const S = past + n
     // Heads of one key/value group side by side: [kvHeads, g × n, D].
-    const qg = tf.transpose(q.reshape([n, this.kvHeads, g, D]), [1, 2, 0, 3]).reshape([this.kvHeads, g * n, D])
+    const qg = n === 1 ? q.reshape([this.kvHeads, g, D]) : tf.transpose(q.reshape([n, this.kvHeads, g, D]), [1, 2, 0, 3]).reshape([this.kvHeads, g * n, D])
     let scores = tf.mul(tf.matMul(qg, K, false, true), 1 / Math.sqrt(D)).reshape([this.kvHeads, g, n, S])
     if (n > 1) {
       // Query i (at position past + i) sees keys up to past + i.
@@ -306,7 +308,7 @@ export class LlamaModel {
     }
     const p = tf.softmax(scores).reshape([this.kvHeads, g * n, S])
     const o = tf.matMul(p, V).reshape([this.kvHeads, g, n, D])
-    return tf.transpose(o, [2, 0, 1, 3]).reshape([n, this.heads * D]) as tf.Tensor2D
+    return (n === 1 ? o.reshape([1, this.heads * D]) : tf.transpose(o, [2, 0, 1, 3]).reshape([n, this.heads * D])) as tf.Tensor2D
   }
 
   dispose(): void {
