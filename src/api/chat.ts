@@ -194,6 +194,31 @@ async function accepted(events: RequestEvents): Promise<Extract<WorkerEvent, { t
 
 const FINGERPRINT = `weft-${VERSION}`
 
+/**
+ * The contracts of the chat routes, served by chatRoutes or, on a server without a model, declared
+ * with a `pending` text by specRoutes (501).
+ */
+export function chatCompletionsRoute(serve: { handler: (ctx: Ctx<ChatCompletionReq>) => Promise<Reply> } | { pending: string }): RouteDef {
+  return route({
+    method: 'POST',
+    path: '/v1/chat/completions',
+    family: 'openai',
+    auth: 'key',
+    tags: ['Chat'],
+    summary: 'Create a chat completion',
+    description: 'vLLM-compatible: sampling extensions at the top level, SSE streaming with `stream`.',
+    body: ChatCompletionReqSchema,
+    response: { description: 'A completion, or an SSE stream of chunks when `stream` is true', schema: ChatCompletionResSchema },
+    // A project named by OpenAI-Project must be one the key may write (403); the default is the caller's own.
+    project: (ctx) => ctx.headers['openai-project'] || undefined,
+    ...serve,
+  })
+}
+
+export function modelsRoute(serve: { handler: () => Reply } | { pending: string }): RouteDef {
+  return route({ method: 'GET', path: '/v1/models', family: 'openai', auth: 'key', tags: ['Chat'], summary: 'List served models', ...serve })
+}
+
 export function chatRoutes(o: ChatOptions): RouteDef[] {
   const byName = new Map(o.models.map((m) => [m.info.name, m]))
   const pick = (name: string | null | undefined): ModelServer => {
@@ -333,22 +358,6 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
     return { contentType: 'text/event-stream; charset=utf-8', headers: { 'cache-control': 'no-cache' }, stream: sse() }
   }
 
-  const chat = (path: string) =>
-    route({
-      method: 'POST',
-      path,
-      family: 'openai',
-      auth: 'key',
-      tags: ['Chat'],
-      summary: 'Create a chat completion',
-      description: 'vLLM-compatible: sampling extensions at the top level, SSE streaming with `stream`.',
-      body: ChatCompletionReqSchema,
-      response: { description: 'A completion, or an SSE stream of chunks when `stream` is true', schema: ChatCompletionResSchema },
-      // A project named by OpenAI-Project must be one the key may write (403); the default is the caller's own.
-      project: (ctx) => ctx.headers['openai-project'] || undefined,
-      handler: complete,
-    })
-
   const modelCard = (m: ModelServer, created: number) => ({
     id: m.info.name,
     object: 'model',
@@ -392,14 +401,8 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
   const DetokenizeReq = Type.Object({ model: Type.Optional(Type.Union([Type.String(), Type.Null()])), tokens: Type.Array(Type.Integer({ minimum: 0 })) })
 
   return [
-    chat('/v1/chat/completions'),
-    route({
-      method: 'GET',
-      path: '/v1/models',
-      family: 'openai',
-      auth: 'key',
-      tags: ['Chat'],
-      summary: 'List served models',
+    chatCompletionsRoute({ handler: complete }),
+    modelsRoute({
       handler: () => {
         const created = Math.floor(Date.now() / 1000)
         return { body: { object: 'list', data: o.models.map((m) => modelCard(m, created)) } }

@@ -12,7 +12,7 @@ import {
   PredictionSchema,
   PredictionsDeleteQuerySchema,
 } from '../schemas/v2.js'
-import { ChatCompletionReqSchema, ChatCompletionResSchema } from '../schemas/chat.js'
+import { chatCompletionsRoute, modelsRoute } from './chat.js'
 
 function unknownInference(ctx: Ctx): never {
   throw new ApiError(404, `No inference endpoint ${ctx.method} /inference/v1${ctx.params.path}; this server offers /inference/v1/chat/completions and /inference/v1/models`)
@@ -28,32 +28,7 @@ const CHAT = 'chat completions (this server was started without a model: --model
  */
 export function specRoutes(opts: { chat: boolean } = { chat: false }): RouteDef[] {
   const v2 = '/v2/{entity}/{project}'
-  const chat = (path: string) =>
-    route({
-      method: 'POST',
-      path,
-      family: 'openai',
-      auth: 'key',
-      tags: ['Chat'],
-      summary: 'Create a chat completion',
-      body: ChatCompletionReqSchema,
-      response: { description: 'A completion, or an SSE stream of chunks when `stream` is true', schema: ChatCompletionResSchema },
-      pending: CHAT,
-    })
-  const pendingChat = opts.chat
-    ? []
-    : [
-        chat('/v1/chat/completions'),
-        route({
-          method: 'GET',
-          path: '/v1/models',
-          family: 'openai',
-          auth: 'key',
-          tags: ['Chat'],
-          summary: 'List served models',
-          pending: CHAT,
-        }),
-      ]
+  const pendingChat = opts.chat ? [] : [chatCompletionsRoute({ pending: CHAT }), modelsRoute({ pending: CHAT })]
   return [
     ...pendingChat,
     route({

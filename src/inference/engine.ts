@@ -97,10 +97,6 @@ export class Engine {
     private readonly emit: (e: WorkerEvent) => void,
   ) {}
 
-  get maxModelLen(): number {
-    return this.model.maxPositions
-  }
-
   get stats(): EngineStats {
     return {
       running_requests: this.running.length,

@@ -67,10 +67,6 @@ export interface Step {
  * the fixed base vLLM derives for the scaled length), llama3, yarn — and the factor the cosines and
  * sines are scaled by (YaRN's attention factor; 1 otherwise).
  */
-export function ropeInvFreq(c: LlamaConfig, headDim: number): Float32Array {
-  return rope(c, headDim).invFreq
-}
-
 export function rope(c: LlamaConfig, headDim: number): { invFreq: Float32Array; scale: number } {
   let theta = c.rope_theta ?? 10000
   const half = headDim / 2

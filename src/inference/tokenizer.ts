@@ -36,7 +36,6 @@ export class ModelTokenizer {
   private readonly templates = new Map<string, Template>()
   /** Ids of the tokens that end a generation (the tokenizer's eos and generation_config's eos_token_id). */
   readonly eosIds: ReadonlySet<number>
-  readonly specialIds: ReadonlySet<number>
   /** Every added token (special or not): the places `spaces_between_special_tokens` puts spaces. */
   readonly addedIds: ReadonlySet<number>
   readonly vocabSize: number
@@ -51,7 +50,6 @@ export class ModelTokenizer {
   ) {
     this.vocabSize = vocabSize
     this.eosIds = new Set(eos)
-    this.specialIds = new Set([...tok.get_added_tokens_decoder()].filter(([, t]) => t.special).map(([id]) => id))
     this.addedIds = new Set(tok.get_added_tokens_decoder().keys())
   }
 

@@ -1,6 +1,5 @@
 import { ApiError } from '../http/errors.js'
 
-const HOUR = 3_600_000
 const DAY = 86_400_000
 export const MAX_BUCKETS = 10_000
 export const MAX_RANGE_MS = 31 * DAY
@@ -105,9 +104,4 @@ export function bucketStarts(startMs: number, endMs: number, granularitySec: num
   }
   for (let t = Math.floor(startMs / g) * g; t < endMs; t += g) push(t)
   return out
-}
-
-/** True when every boundary is a whole UTC hour: hourly pre-aggregates then add up exactly into the buckets. */
-export function onHours(starts: readonly number[]): boolean {
-  return starts.every((t) => t % HOUR === 0)
 }
