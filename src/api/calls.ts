@@ -41,9 +41,9 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
   /** The body is parsed, validated and encoded in the worker pool; here it is only logged and added. */
   const ingest = (route: IngestTask['route']) => async (ctx: Ctx) => {
     const p = ctx.principal!
-    const { batch, count, reply } = await pool.prepare({ route, body: ctx.rawBody ?? Buffer.alloc(0), userId: p.userId, entities: p.entities })
-    await store.ingestEncoded(batch, count)
-    return { body: reply }
+    const { record, count, replyJson } = await pool.prepare({ route, body: ctx.rawBody ?? Buffer.alloc(0), userId: p.userId, entities: p.entities })
+    await store.ingestRecord(record, count)
+    return { raw: replyJson!, contentType: 'application/json' }
   }
   return [
     route({

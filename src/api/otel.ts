@@ -13,14 +13,14 @@ export function otelRoutes(store: CallStore, pool: IngestPool, maxBodyBytes: num
       throw new ApiError(415, 'OTLP/HTTP bodies must be application/x-protobuf or application/json')
     }
     const p = ctx.principal!
-    const { batch, count, reply } = await pool.prepare({
+    const { record, count, reply } = await pool.prepare({
       route: 'otel',
       body: ctx.rawBody ?? Buffer.alloc(0),
       userId: p.userId,
       entities: p.entities,
       otel: { json: isJson, encoding: ctx.headers['content-encoding'], projectHeader: ctx.headers['project-id'], maxBytes: maxBodyBytes },
     })
-    await store.ingestEncoded(batch, count)
+    await store.ingestRecord(record, count)
     const conv = reply as { rejected: number; message: string }
     const message = conv.message
     if (isJson) {

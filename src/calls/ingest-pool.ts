@@ -28,11 +28,17 @@ export class IngestPool {
     })
   }
 
-  /** The encoded parts of a request body and the reply for it; a bad body throws its ApiError. */
-  async prepare(task: IngestTask): Promise<{ batch: Buffer; count: number; reply: unknown }> {
+  /**
+   * The encoded parts of a request body (a log record) and the reply for it; a bad body throws its
+   * ApiError. A large body that is the only view of its memory moves to the worker instead of being
+   * copied (the caller must not read it afterwards); results move back the same way.
+   */
+  async prepare(task: IngestTask): Promise<{ record: Buffer; count: number; reply: unknown; replyJson?: Buffer }> {
     let r: IngestResult
+    const body = task.body
+    const movable = body.byteLength >= 64 * 1024 && body.byteOffset === 0 && body.byteLength === body.buffer.byteLength
     try {
-      r = await this.pool.run(task)
+      r = await this.pool.run(task, movable ? { transferList: [body.buffer as ArrayBuffer] } : {})
     } catch (e) {
       const message = (e as Error).message
       if (message === 'Task queue is at limit') {
@@ -42,7 +48,8 @@ export class IngestPool {
       throw new ApiError(503, `The ingest worker failed on this request and nothing was written: ${message}`, { headers: { 'retry-after': '1' } })
     }
     if (!r.ok) throw ingestError(r)
-    return { batch: Buffer.from(r.batch.buffer, r.batch.byteOffset, r.batch.byteLength), count: r.count, reply: r.reply }
+    const buf = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength)
+    return { record: buf(r.record), count: r.count, reply: r.reply, ...(r.replyJson ? { replyJson: buf(r.replyJson) } : {}) }
   }
 
   get stats() {

@@ -2,6 +2,7 @@ import { ApiError } from '../http/errors.js'
 import type { EndedCall, StartedCall } from '../schemas/calls-write.js'
 import { isCallId, isTraceId, uuidv7 } from './ids.js'
 import type { CallPart } from './store.js'
+import { RawJson } from './raw-json.js'
 
 const ISO = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|z|[+-]\d{2}(?::?\d{2})?)?$/
 
@@ -39,6 +40,11 @@ export function refsIn(value: unknown, out: Set<string> = new Set(), depth = 0):
   return [...out]
 }
 
+/** A JSON-valued field as stored: its text, or the bytes as sent when the fast path kept them. */
+function jsonOf(v: unknown): string | RawJson {
+  return v instanceof RawJson ? v : JSON.stringify(v)
+}
+
 export function startPart(s: StartedCall, userId: string): CallPart {
   const id = s.id ?? uuidv7()
   checkCallId(id, 'call id')
@@ -57,13 +63,13 @@ export function startPart(s: StartedCall, userId: string): CallPart {
     op_name: s.op_name,
     display_name: s.display_name ?? null,
     started_us: microsOf(s.started_at, 'started_at'),
-    attributes: JSON.stringify(s.attributes),
-    inputs: JSON.stringify(s.inputs),
+    attributes: jsonOf(s.attributes),
+    inputs: jsonOf(s.inputs),
     // The server sets the user from the API key; a client-sent user id is ignored.
     user_id: userId,
     run_id: s.svc_run_id ?? s.wb_run_id ?? null,
     run_step: s.svc_run_step ?? s.wb_run_step ?? null,
-    input_refs: refsIn(s.inputs),
+    input_refs: s.inputs instanceof RawJson ? s.inputs.refs : refsIn(s.inputs),
   }
 }
 
@@ -75,12 +81,12 @@ export function endPart(e: EndedCall): CallPart {
     id: e.id,
     ended_us: microsOf(e.ended_at, 'ended_at'),
     exception: e.exception ?? null,
-    output: e.output === undefined ? 'null' : JSON.stringify(e.output),
+    output: e.output === undefined ? 'null' : jsonOf(e.output),
     summary: JSON.stringify(e.summary),
     usage: usageRows(e.summary),
     display_name: e.display_name ?? null,
     run_step_end: e.svc_run_step_end ?? e.wb_run_step_end ?? null,
-    output_refs: refsIn(e.output),
+    output_refs: e.output instanceof RawJson ? e.output.refs : refsIn(e.output),
   }
 }
 
@@ -138,17 +144,72 @@ export const PARTS_JSON_TYPE = JSON.stringify([
 /**
  * A batch of parts as the bytes the write-ahead log keeps and DuckDB reads (JSON, parsed by DuckDB
  * off the event loop). Timestamps become numbers (microseconds stay exact below 2^53, year 2255).
+ * JSON-valued fields are JSON strings, except RawJson ones, which go in as the JSON values they are
+ * (DuckDB reads an object or array into a VARCHAR column as its JSON text). Strings are made
+ * well-formed first: DuckDB's JSON reader refuses a lone surrogate escape, and a batch it cannot read
+ * would fail after being logged.
  */
 export function encodeParts(parts: CallPart[]): Buffer {
-  const rows = parts.map((p) => {
+  // The text is built as one string with a \x01 where each raw value goes (JSON.stringify escapes
+  // control characters, so no other \x01 byte can occur), encoded once, then the raw bytes are spliced in.
+  let text = '['
+  const raws: Uint8Array[] = []
+  const marks: number[] = []
+  for (let i = 0; i < parts.length; i++) {
+    const p = parts[i]!
     const r: Record<string, unknown> = {}
-    for (const f of STRING_FIELDS) if (p[f] !== undefined && p[f] !== null) r[f] = p[f]
+    let raw: [string, RawJson][] | null = null
+    for (const f of STRING_FIELDS) {
+      const v = p[f]
+      if (v === undefined || v === null) continue
+      if (v instanceof RawJson) (raw ??= []).push([f, v])
+      else r[f] = wellFormed(v)
+    }
     for (const f of MICROS_FIELDS) if (p[f] !== undefined && p[f] !== null) r[f] = Number(p[f])
     for (const f of INT_FIELDS) if (p[f] !== undefined && p[f] !== null) r[f] = p[f]
-    if (p.input_refs?.length) r.input_refs = p.input_refs
-    if (p.output_refs?.length) r.output_refs = p.output_refs
-    if (p.usage?.length) r.usage = p.usage
-    return r
-  })
-  return Buffer.from(JSON.stringify(rows))
+    if (p.input_refs?.length) r.input_refs = p.input_refs.map(wellFormed)
+    if (p.output_refs?.length) r.output_refs = p.output_refs.map(wellFormed)
+    if (p.usage?.length) r.usage = p.usage.map((u) => ({ ...u, model: wellFormed(u.model) }))
+    const json = JSON.stringify(r)
+    if (i > 0) text += ','
+    if (!raw) {
+      text += json
+      continue
+    }
+    text += json.slice(0, -1)
+    let first = json.length === 2
+    for (const [f, v] of raw) {
+      text += `${first ? '' : ','}"${f}":`
+      first = false
+      marks.push(text.length)
+      text += '\x01'
+      raws.push(v.bytes)
+    }
+    text += '}'
+  }
+  text += ']'
+  const bytes = Buffer.from(text)
+  if (raws.length === 0) return bytes
+  // Character offsets are byte offsets only for ASCII text; otherwise the marks are found in the bytes.
+  if (bytes.length !== text.length) {
+    let from = 0
+    for (let k = 0; k < marks.length; k++) from = marks[k] = bytes.indexOf(1, from) + 1
+    for (let k = 0; k < marks.length; k++) marks[k]!--
+  }
+  let length = bytes.length - raws.length
+  for (const x of raws) length += x.byteLength
+  const out = Buffer.allocUnsafe(length)
+  let src = 0
+  let dst = 0
+  for (let k = 0; k < raws.length; k++) {
+    out.set(bytes.subarray(src, marks[k]), dst)
+    dst += marks[k]! - src
+    out.set(raws[k]!, dst)
+    dst += raws[k]!.byteLength
+    src = marks[k]! + 1
+  }
+  out.set(bytes.subarray(src), dst)
+  return out
 }
+
+const wellFormed = (s: string): string => ((s as unknown as { isWellFormed(): boolean }).isWellFormed() ? s : (s as unknown as { toWellFormed(): string }).toWellFormed())

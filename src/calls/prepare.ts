@@ -7,6 +7,8 @@ import { compileValidator } from '../http/validation.js'
 import { decodeProtobuf, spansToParts, type ExportRequest } from '../otel/otlp.js'
 import { CallCreateBatchReqSchema, CallEndReqSchema, CallStartReqSchema, EndedCallSchema, StartedCallSchema, type EndedCall, type StartedCall } from '../schemas/calls-write.js'
 import { encodeParts, endPart, startPart } from './parts.js'
+import { parseWithRawValues } from './raw-json.js'
+import { walRecord } from './wal.js'
 import type { CallPart } from './store.js'
 
 /**
@@ -25,7 +27,8 @@ export interface IngestTask {
 }
 
 export type IngestResult =
-  | { ok: true; batch: Uint8Array; count: number; reply: unknown }
+  /** record: the parts framed as a log record (see walRecord); replyJson: the reply, serialised here when it is large. */
+  | { ok: true; record: Uint8Array; count: number; reply: unknown; replyJson?: Uint8Array }
   | { ok: false; status: number; message: string; details?: Detail[] }
 
 const validStartReq = compileValidator(CallStartReqSchema, 'body')
@@ -47,16 +50,29 @@ export async function prepareIngest(task: IngestTask): Promise<IngestResult> {
   if (exitFailpoint && Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength).includes(EXIT_MARKER)) process.exit(70)
   try {
     const { parts, reply } = await convert(task)
-    return { ok: true, batch: encodeParts(parts), count: parts.length, reply }
+    const record = walRecord(encodeParts(parts))
+    if (task.route === 'otel') return { ok: true, record, count: parts.length, reply }
+    return { ok: true, record, count: parts.length, reply: null, replyJson: ownBuffer(JSON.stringify(reply)) }
   } catch (e) {
     if (e instanceof ApiError) return { ok: false, status: e.status, message: e.message, ...(e.details ? { details: e.details } : {}) }
     return { ok: false, status: 400, message: `Malformed ${task.route === 'otel' ? 'OTLP ' : ''}request: ${(e as Error).message}` }
   }
 }
 
+function ownBuffer(text: string): Buffer {
+  const b = Buffer.allocUnsafeSlow(Buffer.byteLength(text))
+  b.write(text)
+  return b
+}
+
 /** The ApiError a failed IngestResult stands for, on the main thread. */
 export function ingestError(r: Extract<IngestResult, { ok: false }>): ApiError {
   return r.details ? validationError(r.details) : new ApiError(r.status, r.message)
+}
+
+/** The body, with large JSON values kept as bytes when the fast path takes it (see raw-json.ts). */
+function parseBody(task: IngestTask): unknown {
+  return (task.route !== 'otel' && parseWithRawValues(task.body, task.route)) || parseJson(task.body)
 }
 
 function checkProject(task: IngestTask, projectId: string): void {
@@ -73,18 +89,18 @@ function validated<T>(value: unknown, check: (v: unknown) => Detail[] | null): T
 async function convert(task: IngestTask): Promise<{ parts: CallPart[]; reply: unknown }> {
   switch (task.route) {
     case 'start': {
-      const { start } = validated<{ start: StartedCall }>(parseJson(task.body), validStartReq)
+      const { start } = validated<{ start: StartedCall }>(parseBody(task), validStartReq)
       checkProject(task, start.project_id)
       const part = startPart(start, task.userId)
       return { parts: [part], reply: { id: part.id, trace_id: part.trace_id } }
     }
     case 'end': {
-      const { end } = validated<{ end: EndedCall }>(parseJson(task.body), validEndReq)
+      const { end } = validated<{ end: EndedCall }>(parseBody(task), validEndReq)
       checkProject(task, end.project_id)
       return { parts: [endPart(end)], reply: {} }
     }
     case 'batch': {
-      const { batch } = validated<{ batch: { mode?: string; req: Record<string, unknown> }[] }>(parseJson(task.body), validBatchReq)
+      const { batch } = validated<{ batch: { mode?: string; req: Record<string, unknown> }[] }>(parseBody(task), validBatchReq)
       const parts: CallPart[] = []
       const res = batch.map((item, i) => {
         const r = batchItem(item, i, task)

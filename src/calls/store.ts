@@ -1,16 +1,18 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { DuckDBInstance, blobValue, listValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api'
-import { Wal, takeLock } from './wal.js'
+import { Wal, takeLock, walRecord } from './wal.js'
 import { MANIFEST as MANIFEST_FILE, checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest, type Segment } from './segments.js'
 import { ApiError } from '../http/errors.js'
+import type { RawJson } from './raw-json.js'
 import { PARTS_JSON_TYPE, USAGE_FIELDS, encodeParts, type UsageRow } from './parts.js'
 import { CALL_COLUMNS, DERIVED, Params, compileQuery, fieldSql } from '../query/expr.js'
 
 /**
  * One part of a call as it arrives: a start, an end, a display-name update or a delete. Parts are
  * appended, never changed; a call is the merge of its parts (reference §5.1–5.2). JSON-valued
- * fields are kept as JSON text; timestamps as microseconds since the epoch.
+ * fields are kept as JSON text (or, from the ingest fast path, as the bytes sent: RawJson);
+ * timestamps as microseconds since the epoch.
  */
 export interface CallPart {
   kind: 'start' | 'end' | 'update' | 'delete'
@@ -26,9 +28,9 @@ export interface CallPart {
   started_us?: string | number | null
   ended_us?: string | number | null
   deleted_us?: string | number | null
-  attributes?: string | null
-  inputs?: string | null
-  output?: string | null
+  attributes?: string | RawJson | null
+  inputs?: string | RawJson | null
+  output?: string | RawJson | null
   summary?: string | null
   exception?: string | null
   user_id?: string | null
@@ -93,13 +95,21 @@ export const PART_COLUMNS = `
 /** Tail rows also carry the number of the log they were appended to, so a flush takes exactly that log's parts. */
 const TAIL_COLUMNS = PART_COLUMNS + ', wal_gen INTEGER NOT NULL'
 
-/** One encoded batch (see encodeParts) into the tail: $1 the JSON (as bytes, decoded by DuckDB), $2 the first seq, $3 the log generation. */
-const INSERT_SQL = `INSERT INTO call_parts
-  SELECT $2 + i - 1, p.kind, p.project_id, p.id, p.trace_id, p.parent_id, p.thread_id, p.turn_id, p.op_name, p.display_name,
+/**
+ * Encoded batches (see encodeParts) reach the tail in two steps: each is put in a one-row-per-batch
+ * stage table, then one statement parses every staged batch and moves its parts into the tail. (A
+ * batch bound straight into the insert as a parameter is a constant to DuckDB's optimizer, which then
+ * folds the whole parse into one giant value and derives statistics from it: 3× the cost.)
+ */
+const STAGE_COLUMNS = 'b BLOB NOT NULL, base BIGINT NOT NULL, gen INTEGER NOT NULL'
+const STAGE_SQL = 'INSERT INTO call_parts_stage VALUES ($1, $2, $3)'
+const MOVE_SQL = `INSERT INTO call_parts
+  SELECT base + i - 1, p.kind, p.project_id, p.id, p.trace_id, p.parent_id, p.thread_id, p.turn_id, p.op_name, p.display_name,
     make_timestamp(p.started_us), make_timestamp(p.ended_us), make_timestamp(p.deleted_us),
     p.attributes, p.inputs, p.output, p.summary, p.exception, p.user_id, p.run_id, p.run_step, p.run_step_end,
-    p.input_refs, p.output_refs, p.usage, $3
-  FROM (SELECT unnest(j) AS p, generate_subscripts(j, 1) AS i FROM (SELECT from_json(decode($1), '${PARTS_JSON_TYPE}') AS j))`
+    p.input_refs, p.output_refs, p.usage, gen
+  FROM (SELECT base, gen, unnest(j) AS p, generate_subscripts(j, 1) AS i
+    FROM (SELECT base, gen, from_json(decode(b), '${PARTS_JSON_TYPE}') AS j FROM call_parts_stage))`
 
 /** Segment files. (Row groups of 16,384 instead of the default 122,880 made compaction 2-3× slower and statistics no faster.) */
 const PARQUET = 'FORMAT parquet, COMPRESSION zstd'
@@ -138,6 +148,8 @@ export interface StoreOptions {
   queryTimeoutMs?: number
   /** Parts per compacted segment (one id range each); bounds the memory a compaction takes. */
   compactParts?: number
+  /** Bytes of acknowledged batches not yet in the tail table past which writes wait for it. */
+  maxUnmovedBytes?: number
 }
 
 /**
@@ -159,8 +171,19 @@ export class CallStore {
   /** Batches logged or being logged but not yet in the tail, per log generation (see flushOnce). */
   private readonly pendingByGen = new Map<number, number>()
   private pendingDrained: (() => void)[] = []
-  private insertChain: Promise<unknown> = Promise.resolve()
-  private insertStmt?: DuckDBPreparedStatement
+  /** Batches waiting for the tail; they go in together, one statement for all (see drainInserts). */
+  private staged: { batch: Buffer; base: bigint; gen: number; resolve: (n: number) => void; reject: (e: unknown) => void }[] = []
+  private inserting = false
+  private insertStmts?: { stage: DuckDBPreparedStatement; move: DuckDBPreparedStatement }
+  /** Batches handed to the tail, and those through (in order: groups go in FIFO). */
+  private stagedTotal = 0
+  private movedTotal = 0
+  private stagedBytes = 0
+  private visibleWaiters: { target: number; resolve: () => void }[] = []
+  /** Set when a logged batch could not be added to the tail; see drainInserts. */
+  private tailFailure: unknown = null
+  /** Parts acknowledged per log generation, for the tail's size after a flush. */
+  private readonly partsByGen = new Map<number, number>()
   private readonly hooks: ((event: 'flush' | 'compact') => Promise<void>)[] = []
 
   private constructor(
@@ -175,7 +198,7 @@ export class CallStore {
   ) {}
 
   static async open(dataDir: string, options: StoreOptions = {}): Promise<CallStore> {
-    const opts = { flushRows: options.flushRows ?? 200_000, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8, queryTimeoutMs: options.queryTimeoutMs ?? 30_000, compactParts: options.compactParts ?? 2_000_000 }
+    const opts = { flushRows: options.flushRows ?? 200_000, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8, queryTimeoutMs: options.queryTimeoutMs ?? 30_000, compactParts: options.compactParts ?? 2_000_000, maxUnmovedBytes: options.maxUnmovedBytes ?? 256 * 2 ** 20 }
     const dir = path.join(dataDir, 'calls')
     await fs.mkdir(dir, { recursive: true })
     await takeLock(path.join(dir, 'LOCK'))
@@ -193,6 +216,7 @@ export class CallStore {
     // which saves re-reading ten footers for every query of a large store.
     await writer.run('SET GLOBAL parquet_metadata_cache = true')
     await writer.run(`CREATE TABLE call_parts (${TAIL_COLUMNS})`)
+    await writer.run(`CREATE TEMP TABLE call_parts_stage (${STAGE_COLUMNS})`)
     const maint = await db.connect()
     const recovered = { records: 0, parts: 0, truncatedBytes: 0, segments: manifest.segments.length }
     // Replay every log the manifest still lists; only the last one takes appends.
@@ -211,6 +235,9 @@ export class CallStore {
       for (const r of l.records) {
         const n = await store.insert(r, store.seq + 1n, gen)
         store.seq += BigInt(n)
+        if (store.tailRows === 0) store.tailSince = Date.now()
+        store.tailRows += n
+        store.partsByGen.set(gen, (store.partsByGen.get(gen) ?? 0) + n)
         recovered.records++
         recovered.parts += n
       }
@@ -227,6 +254,8 @@ export class CallStore {
   stats() {
     return {
       tail_parts: this.tailRows,
+      tail_unmoved_bytes: this.stagedBytes,
+      tail_failure: this.tailFailure ? String((this.tailFailure as Error).message) : null,
       segments: this.manifest.segments.length,
       segment_rows: this.manifest.segments.reduce((a, x) => a + x.rows, 0),
       segment_bytes: this.manifest.segments.reduce((a, x) => a + x.bytes, 0),
@@ -238,20 +267,27 @@ export class CallStore {
     return this.manifest.segments
   }
 
-  /** Durable, then visible: resolves once the parts are fsynced in the log and queryable. */
+  /** Durable, then acknowledged: resolves once the parts are fsynced in the log (reads see them; see visible). */
   async ingest(parts: CallPart[]): Promise<void> {
     if (parts.length === 0) return
-    await this.ingestEncoded(encodeParts(parts), parts.length)
+    await this.ingestRecord(walRecord(encodeParts(parts)), parts.length)
   }
 
   /**
-   * The same for a batch already encoded by encodeParts (the ingest workers do that, so the event
-   * loop neither parses nor serialises call bodies). Seq numbers are taken in log order, so a
+   * The same for a batch already encoded by encodeParts and framed as a log record by walRecord (the
+   * ingest workers do that, so the event loop neither parses, serialises nor checksums call bodies). Seq numbers are taken in log order, so a
    * replay after a restart numbers every part as it was numbered here.
+   *
+   * A write is acknowledged once it is in the log; it reaches the tail table in the background,
+   * together with whatever else arrived meanwhile (one insert for all: DuckDB's cost per insert is
+   * high, and waiting for it held every write to one insert at a time). Reads first wait for the
+   * batches acknowledged before them (visible), so a read still sees every acknowledged write.
+   * Batches not yet in the tail are bounded in bytes: past the bound a write waits for the tail.
    */
-  async ingestEncoded(batch: Buffer, count: number): Promise<void> {
+  async ingestRecord(record: Buffer, count: number): Promise<void> {
     if (count === 0) return
     if (this.closed) throw new ApiError(503, 'The calls store is closed')
+    if (this.tailFailure) throw this.failedError()
     // Log and generation are taken together: a flush may switch logs while this append waits.
     const wal = this.wal
     const gen = walNumber(this.manifest.wals[this.manifest.wals.length - 1]!)
@@ -259,14 +295,19 @@ export class CallStore {
     this.seq += BigInt(count)
     this.pendingByGen.set(gen, (this.pendingByGen.get(gen) ?? 0) + 1)
     try {
-      await wal.append(batch)
-      await this.insert(batch, base, gen)
-    } finally {
-      const left = this.pendingByGen.get(gen)! - 1
-      if (left === 0) this.pendingByGen.delete(gen)
-      else this.pendingByGen.set(gen, left)
-      if (left === 0) for (const wake of this.pendingDrained.splice(0)) wake()
+      await wal.appendRecord(record)
+    } catch (e) {
+      this.released(gen)
+      throw e
     }
+    if (this.tailRows === 0) this.tailSince = Date.now()
+    this.tailRows += count
+    this.partsByGen.set(gen, (this.partsByGen.get(gen) ?? 0) + count)
+    void this.insert(record.subarray(8), base, gen).then(
+      () => this.released(gen),
+      () => this.released(gen),
+    )
+    if (this.stagedBytes > this.opts.maxUnmovedBytes) await this.visible()
     if (this.tailRows >= this.opts.flushRows && !this.sizeFlushQueued) {
       // One queued flush takes the whole tail when it runs; a flush per batch over the threshold
       // would, under load, queue a train of tiny segments (and compactions).
@@ -280,30 +321,74 @@ export class CallStore {
     }
   }
 
+  private released(gen: number): void {
+    const left = this.pendingByGen.get(gen)! - 1
+    if (left === 0) this.pendingByGen.delete(gen)
+    else this.pendingByGen.set(gen, left)
+    if (left === 0) for (const wake of this.pendingDrained.splice(0)) wake()
+  }
+
   /** Resolves once no batch of these log generations is between its log append and the tail. */
   private async settled(gens: number[]): Promise<void> {
     while (gens.some((g) => this.pendingByGen.has(g))) await new Promise<void>((r) => this.pendingDrained.push(r))
   }
 
-  /**
-   * Adds an encoded batch to the tail. DuckDB parses the JSON on its own threads; the insert is
-   * awaited, so a part is queryable before its write is acknowledged.
-   */
-  private insert(batch: Buffer, base: bigint, gen: number): Promise<number> {
-    // One prepared statement on one connection: inserts take turns (DuckDB runs them one at a time anyway).
-    const run = this.insertChain.then(async () => {
-      this.insertStmt ??= await this.writer.prepare(INSERT_SQL)
-      this.insertStmt.bind([blobValue(batch), base, gen])
-      return (await this.insertStmt.runAndReadAll()).getRowsJS()
-    })
-    this.insertChain = run.catch(() => {})
-    return run.then((rows) => this.inserted(Number(rows[0]?.[0] ?? 0)))
+  /** Resolves once every batch acknowledged so far is in the tail table (reads call it first). */
+  async visible(): Promise<void> {
+    const target = this.stagedTotal
+    if (this.movedTotal >= target) return
+    await new Promise<void>((resolve) => this.visibleWaiters.push({ target, resolve }))
   }
 
-  private inserted(n: number): number {
-    if (this.tailRows === 0) this.tailSince = Date.now()
-    this.tailRows += n
-    return n
+  private failedError(): ApiError {
+    return new ApiError(503, `The calls store could not add acknowledged writes to its tail (${(this.tailFailure as Error).message}); they are kept in its log and come back at the next start: restart the server`)
+  }
+
+  /**
+   * Adds an encoded batch to the tail; resolves with the number of parts its group added. DuckDB
+   * parses the JSON on its own threads. Batches that arrive while an insert runs go in together with
+   * the next one (a replay awaits each record, so there a group is one record and the number is its own).
+   */
+  private insert(batch: Buffer, base: bigint, gen: number): Promise<number> {
+    this.stagedTotal++
+    this.stagedBytes += batch.length
+    return new Promise((resolve, reject) => {
+      this.staged.push({ batch, base, gen, resolve, reject })
+      if (!this.inserting) void this.drainInserts()
+    })
+  }
+
+  private async drainInserts(): Promise<void> {
+    this.inserting = true
+    while (this.staged.length > 0) {
+      const group = this.staged
+      this.staged = []
+      try {
+        this.insertStmts ??= { stage: await this.writer.prepare(STAGE_SQL), move: await this.writer.prepare(MOVE_SQL) }
+        const { stage, move } = this.insertStmts
+        let n: number
+        try {
+          for (const g of group) {
+            stage.bind([blobValue(g.batch), g.base, g.gen])
+            await stage.run()
+          }
+          n = Number((await move.runAndReadAll()).getRowsJS()[0]?.[0] ?? 0)
+        } finally {
+          await this.writer.run('DELETE FROM call_parts_stage')
+        }
+        for (const g of group) g.resolve(n)
+      } catch (e) {
+        // The batches are in the log but not in the tail: a flush now would drop them with the log.
+        // Nothing more is acknowledged or flushed; a restart replays the log.
+        this.tailFailure ??= e
+        process.emitWarning(`calls store: a logged batch did not reach the tail: ${(e as Error).message}`)
+        for (const g of group) g.reject(e)
+      }
+      this.movedTotal += group.length
+      for (const g of group) this.stagedBytes -= g.batch.length
+      this.visibleWaiters = this.visibleWaiters.filter((w) => (w.target <= this.movedTotal ? (w.resolve(), false) : true))
+    }
+    this.inserting = false
   }
 
   /**
@@ -320,6 +405,7 @@ export class CallStore {
 
   private async flushOnce(): Promise<void> {
     if (this.tailRows === 0 || this.closed) return
+    if (this.tailFailure) throw this.failedError()
     const oldWals = [...this.manifest.wals]
     const newWal = fileName('wal', this.manifest.next_file++)
     const previous = this.wal
@@ -353,7 +439,10 @@ export class CallStore {
     await writeManifest(this.dir, this.manifest)
     await this.refreshView()
     await this.maint.run(`DELETE FROM call_parts WHERE wal_gen IN (${gens})`)
-    this.tailRows = Number((await this.maint.runAndReadAll('SELECT count(*)::BIGINT AS n FROM call_parts')).getRowObjectsJS()[0]!.n)
+    for (const g of oldWals.map(walNumber)) {
+      this.tailRows -= this.partsByGen.get(g) ?? 0
+      this.partsByGen.delete(g)
+    }
     this.tailSince = Date.now()
     for (const w of oldWals) await fs.rm(path.join(this.dir, w), { force: true })
     for (const hook of this.hooks) await hook('flush').catch(() => {})
@@ -564,6 +653,7 @@ export class CallStore {
 
   /** A fresh connection for one read (a streaming result holds its connection) and its timeout guard. */
   private async readConn(): Promise<{ conn: DuckDBConnection; guarded: <T>(p: () => Promise<T>) => Promise<T> }> {
+    await this.visible()
     const conn = await this.db.connect()
     return { conn, guarded: interruptAfter(conn, this.opts.queryTimeoutMs) }
   }

@@ -53,13 +53,15 @@ export class Wal {
     return this.size
   }
 
-  append(payload: Buffer): Promise<void> {
+  append(payload: Uint8Array): Promise<void> {
+    return this.appendRecord(walRecord(payload))
+  }
+
+  /** Appends a record already framed by walRecord (the ingest workers frame theirs). */
+  appendRecord(record: Buffer): Promise<void> {
     if (this.failed) return Promise.reject(this.failed)
-    const head = Buffer.allocUnsafe(8)
-    head.writeUInt32LE(payload.length, 0)
-    head.writeUInt32LE(crc32(payload), 4)
     return new Promise((resolve, reject) => {
-      this.pending.push({ buf: Buffer.concat([head, payload]), resolve, reject })
+      this.pending.push({ buf: record, resolve, reject })
       if (!this.flushing) void this.flush()
     })
   }
@@ -90,6 +92,15 @@ export class Wal {
     while (this.flushing || this.pending.length > 0) await new Promise((r) => setTimeout(r, 1))
     await this.fh.close()
   }
+}
+
+/** A log record: `u32 length | u32 crc32 | payload`, in one buffer of its own (so it can move between threads). */
+export function walRecord(payload: Uint8Array): Buffer {
+  const record = Buffer.allocUnsafeSlow(8 + payload.byteLength)
+  record.writeUInt32LE(payload.byteLength, 0)
+  record.writeUInt32LE(crc32(payload), 4)
+  record.set(payload, 8)
+  return record
 }
 
 export class WalLockedError extends Error {}
