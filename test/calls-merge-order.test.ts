@@ -3,7 +3,7 @@ import { rm } from 'node:fs/promises'
 import { readdirSync } from 'node:fs'
 import path from 'node:path'
 import { CallStore, type CallPart } from '../src/calls/store.js'
-import { endPart, startPart } from '../src/calls/parts.js'
+import { endPart, foldParts, startPart } from '../src/calls/parts.js'
 import { tempDir } from './helpers/server.js'
 
 /** A small deterministic PRNG, so a failing order can be replayed from its seed. */
@@ -68,11 +68,13 @@ for (const [flushRows, maxSegments, compactParts] of [
     const views: string[] = []
     for (let k = 0; k < orders.length; k++) {
       const project = `seed${seed}/order${k}`
-      // Ingest in small random batches, as clients would.
+      // Ingest in small random batches, as clients would; half the orders with each batch's parts
+      // of one call folded into one, as the ingest workers do.
       const ordered = orders[k]!.map((p) => ({ ...p, project_id: project }))
       for (let i = 0; i < ordered.length; ) {
-        const n = 1 + Math.floor(r() * 4)
-        await store.ingest(ordered.slice(i, i + n))
+        const n = 1 + Math.floor(r() * 6)
+        const batch = ordered.slice(i, i + n)
+        await store.ingest(k % 2 === 0 ? foldParts(batch) : batch)
         i += n
       }
       await store.flush()
@@ -151,4 +153,42 @@ t.test('a second process cannot open a held store', async (t) => {
   const store = await CallStore.open(dir)
   t.teardown(() => store.close())
   await t.rejects(CallStore.open(dir), /held by process/)
+})
+
+t.test("a batch's parts of one call fold into what the merged view reads from them apart", async (t) => {
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const store = await CallStore.open(dir, { flushIntervalMs: 0 })
+  t.teardown(() => store.close())
+  const r = rng(5)
+  for (let seed = 0; seed < 20; seed++) {
+    const id = hex(r, 16)
+    const pool: CallPart[] = [
+      startPart({ project_id: 'x/x', id, trace_id: hex(r, 32), op_name: 'a', display_name: 'first', started_at: '2026-01-01T00:00:00Z', attributes: {}, inputs: { ref: 'weave:///x/x/object/in:v1' } }, 'u'),
+      startPart({ project_id: 'x/x', id, trace_id: hex(r, 32), op_name: 'b', started_at: '2026-01-01T00:00:02Z', attributes: { again: true }, inputs: { ref: 'weave:///x/x/object/in:v2' } }, 'u'),
+      endPart({ project_id: 'x/x', id, ended_at: '2026-01-01T00:00:05Z', output: ['weave:///x/x/object/out:v1'], summary: { usage: { m: { prompt_tokens: 3 } } }, display_name: 'from end' }),
+      endPart({ project_id: 'x/x', id, ended_at: '2026-01-01T00:00:09Z', output: null, exception: 'late', summary: { usage: { m: { prompt_tokens: 5 } } } }),
+      { kind: 'update', project_id: 'x/x', id, display_name: 'renamed' },
+    ]
+    const batch = shuffle(pool, r).slice(0, 2 + Math.floor(r() * 4))
+    await store.ingest(batch.map((p) => ({ ...p, project_id: `apart/s${seed}` })))
+    await store.ingest(foldParts(batch.map((p) => ({ ...p, project_id: `folded/s${seed}` }))))
+  }
+  const apart: unknown[] = []
+  const folded: unknown[] = []
+  for (let seed = 0; seed < 20; seed++) {
+    apart.push((await store.query(`apart/s${seed}`, {})).map(({ project_id: _p, ...rest }) => rest))
+    folded.push((await store.query(`folded/s${seed}`, {})).map(({ project_id: _p, ...rest }) => rest))
+  }
+  t.same(folded, apart, 'every call reads the same folded or not')
+  const found = async (side: string, filter: object) => {
+    const hits: number[] = []
+    for (let seed = 0; seed < 20; seed++) if ((await store.query(`${side}/s${seed}`, { filter })).length) hits.push(seed)
+    return hits
+  }
+  for (const filter of [{ input_refs: ['weave:///x/x/object/in:v1'] }, { input_refs: ['weave:///x/x/object/in:v2'] }, { output_refs: ['weave:///x/x/object/out:v1'] }]) {
+    const hits = await found('apart', filter)
+    t.ok(hits.length > 0 && hits.length < 20, `the ${JSON.stringify(filter)} filter matches some calls (${hits.length})`)
+    t.same(await found('folded', filter), hits, `${JSON.stringify(filter)} finds the same calls folded or not`)
+  }
 })

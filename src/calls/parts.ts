@@ -90,6 +90,36 @@ export function endPart(e: EndedCall): CallPart {
   }
 }
 
+/**
+ * The parts of each call within one batch folded into one part, as the merged view reads them: the
+ * latest non-null value of each field, ref lists united, the latest delete. An SDK's batch usually
+ * holds a call's start and its end; folded, the tail and the segments take half the rows.
+ */
+export function foldParts(parts: CallPart[]): CallPart[] {
+  const byCall = new Map<string, Map<string, CallPart>>()
+  const out: CallPart[] = []
+  for (const p of parts) {
+    let ids = byCall.get(p.project_id)
+    if (!ids) byCall.set(p.project_id, (ids = new Map()))
+    const into = ids.get(p.id)
+    if (!into) {
+      const copy = { ...p }
+      ids.set(p.id, copy)
+      out.push(copy)
+      continue
+    }
+    into.kind = 'merged'
+    const target = into as unknown as Record<string, unknown>
+    for (const [f, v] of Object.entries(p)) {
+      if (v === undefined || v === null || f === 'kind') continue
+      if (f === 'input_refs' || f === 'output_refs') target[f] = [...new Set([...((target[f] as string[] | undefined) ?? []), ...(v as string[])])]
+      else if (f === 'deleted_us' && target[f] !== undefined && target[f] !== null) target[f] = BigInt(target[f] as string) > BigInt(v as string) ? target[f] : v
+      else target[f] = v
+    }
+  }
+  return out
+}
+
 /** The token counters kept as typed columns, one row per (call, model). */
 export const USAGE_FIELDS = [
   'requests',

@@ -6,7 +6,7 @@ import { parseJson } from '../http/json-body.js'
 import { compileValidator } from '../http/validation.js'
 import { decodeProtobuf, spansToParts, type ExportRequest } from '../otel/otlp.js'
 import { CallCreateBatchReqSchema, CallEndReqSchema, CallStartReqSchema, EndedCallSchema, StartedCallSchema, type EndedCall, type StartedCall } from '../schemas/calls-write.js'
-import { encodeParts, endPart, startPart } from './parts.js'
+import { encodeParts, endPart, foldParts, startPart } from './parts.js'
 import { parseWithRawValues } from './raw-json.js'
 import { walRecord } from './wal.js'
 import type { CallPart } from './store.js'
@@ -49,7 +49,8 @@ const exitFailpoint = (process.env.WEFT_FAILPOINTS ?? '').split(',').includes('i
 export async function prepareIngest(task: IngestTask): Promise<IngestResult> {
   if (exitFailpoint && Buffer.from(task.body.buffer, task.body.byteOffset, task.body.byteLength).includes(EXIT_MARKER)) process.exit(70)
   try {
-    const { parts, reply } = await convert(task)
+    const { parts: sent, reply } = await convert(task)
+    const parts = foldParts(sent)
     const record = walRecord(encodeParts(parts))
     if (task.route === 'otel') return { ok: true, record, count: parts.length, reply }
     return { ok: true, record, count: parts.length, reply: null, replyJson: ownBuffer(JSON.stringify(reply)) }

@@ -15,7 +15,8 @@ import { CALL_COLUMNS, DERIVED, Params, compileQuery, fieldSql } from '../query/
  * timestamps as microseconds since the epoch.
  */
 export interface CallPart {
-  kind: 'start' | 'end' | 'update' | 'delete'
+  /** merged: several parts of one call folded into one (compaction; parts of a call sent in one batch). */
+  kind: 'start' | 'end' | 'update' | 'delete' | 'merged'
   project_id: string
   id: string
   trace_id?: string | null
