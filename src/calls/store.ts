@@ -141,6 +141,8 @@ const SELECT_OUT = `m.id, m.project_id, m.op_name, nullif(m.display_name, '') AS
 export interface StoreOptions {
   /** Flush the in-memory tail to a Parquet segment once it holds this many parts. */
   flushRows?: number
+  /** …or once its parts' encoded bytes pass this (bounds the tail's memory whatever the calls' size). */
+  flushBytes?: number
   /** …or once its oldest part is this old (ms); 0 turns the timer off. */
   flushIntervalMs?: number
   /** Past this many segments, they are compacted into one. */
@@ -184,7 +186,8 @@ export class CallStore {
   /** Set when a logged batch could not be added to the tail; see drainInserts. */
   private tailFailure: unknown = null
   /** Parts acknowledged per log generation, for the tail's size after a flush. */
-  private readonly partsByGen = new Map<number, number>()
+  private readonly partsByGen = new Map<number, { parts: number; bytes: number }>()
+  private tailBytes = 0
   private readonly hooks: ((event: 'flush' | 'compact') => Promise<void>)[] = []
 
   private constructor(
@@ -199,7 +202,7 @@ export class CallStore {
   ) {}
 
   static async open(dataDir: string, options: StoreOptions = {}): Promise<CallStore> {
-    const opts = { flushRows: options.flushRows ?? 200_000, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8, queryTimeoutMs: options.queryTimeoutMs ?? 30_000, compactParts: options.compactParts ?? 2_000_000, maxUnmovedBytes: options.maxUnmovedBytes ?? 256 * 2 ** 20 }
+    const opts = { flushRows: options.flushRows ?? 200_000, flushBytes: options.flushBytes ?? 384 * 2 ** 20, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8, queryTimeoutMs: options.queryTimeoutMs ?? 30_000, compactParts: options.compactParts ?? 2_000_000, maxUnmovedBytes: options.maxUnmovedBytes ?? 256 * 2 ** 20 }
     const dir = path.join(dataDir, 'calls')
     await fs.mkdir(dir, { recursive: true })
     await takeLock(path.join(dir, 'LOCK'))
@@ -236,9 +239,7 @@ export class CallStore {
       for (const r of l.records) {
         const n = await store.insert(r, store.seq + 1n, gen)
         store.seq += BigInt(n)
-        if (store.tailRows === 0) store.tailSince = Date.now()
-        store.tailRows += n
-        store.partsByGen.set(gen, (store.partsByGen.get(gen) ?? 0) + n)
+        store.counted(gen, n, r.length + 8)
         recovered.records++
         recovered.parts += n
       }
@@ -255,6 +256,7 @@ export class CallStore {
   stats() {
     return {
       tail_parts: this.tailRows,
+      tail_bytes: this.tailBytes,
       tail_unmoved_bytes: this.stagedBytes,
       tail_failure: this.tailFailure ? String((this.tailFailure as Error).message) : null,
       segments: this.manifest.segments.length,
@@ -301,15 +303,13 @@ export class CallStore {
       this.released(gen)
       throw e
     }
-    if (this.tailRows === 0) this.tailSince = Date.now()
-    this.tailRows += count
-    this.partsByGen.set(gen, (this.partsByGen.get(gen) ?? 0) + count)
+    this.counted(gen, count, record.length)
     void this.insert(record.subarray(8), base, gen).then(
       () => this.released(gen),
       () => this.released(gen),
     )
     if (this.stagedBytes > this.opts.maxUnmovedBytes) await this.visible()
-    if (this.tailRows >= this.opts.flushRows && !this.sizeFlushQueued) {
+    if ((this.tailRows >= this.opts.flushRows || this.tailBytes >= this.opts.flushBytes) && !this.sizeFlushQueued) {
       // One queued flush takes the whole tail when it runs; a flush per batch over the threshold
       // would, under load, queue a train of tiny segments (and compactions).
       this.sizeFlushQueued = true
@@ -320,6 +320,15 @@ export class CallStore {
       this.flushChain = run.catch(() => {})
       void run.catch(() => {})
     }
+  }
+
+  /** Parts and bytes now in the tail (or on their way to it), for when to flush. */
+  private counted(gen: number, parts: number, bytes: number): void {
+    if (this.tailRows === 0) this.tailSince = Date.now()
+    this.tailRows += parts
+    this.tailBytes += bytes
+    const n = this.partsByGen.get(gen) ?? { parts: 0, bytes: 0 }
+    this.partsByGen.set(gen, { parts: n.parts + parts, bytes: n.bytes + bytes })
   }
 
   private released(gen: number): void {
@@ -441,7 +450,9 @@ export class CallStore {
     await this.refreshView()
     await this.maint.run(`DELETE FROM call_parts WHERE wal_gen IN (${gens})`)
     for (const g of oldWals.map(walNumber)) {
-      this.tailRows -= this.partsByGen.get(g) ?? 0
+      const n = this.partsByGen.get(g)
+      this.tailRows -= n?.parts ?? 0
+      this.tailBytes -= n?.bytes ?? 0
       this.partsByGen.delete(g)
     }
     this.tailSince = Date.now()
