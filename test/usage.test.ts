@@ -125,3 +125,60 @@ t.test('the same statistics in-process, without HTTP (openAnalytics)', async (t)
   t.equal(await a.stats.count('e/p', null), 1, 'counted from the rollups after a flush')
   await a.close()
 })
+
+t.test('/calls/usage sums in SQL what the per-call roll-up sums: random forests with orphans, several roots, odd usage', async (t) => {
+  // Without costs the roll-up runs in SQL; with costs, per call in JavaScript. Their counts must agree.
+  let x = 12345
+  const r = () => ((x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
+  const batch: unknown[] = []
+  const asked: string[] = []
+  for (let tr = 0; tr < 12; tr++) {
+    const traceId = uuid()
+    const ids: string[] = []
+    for (let i = 0; i < 3 + Math.floor(r() * 12); i++) {
+      const id = uuid()
+      // Parents: none (another root), an earlier call, or a call that never arrives (an orphan).
+      const k = r()
+      const parent = i === 0 || k < 0.1 ? null : k < 0.2 ? uuid() : ids[Math.floor(r() * ids.length)]!
+      ids.push(id)
+      const usage: Record<string, Record<string, number>> = {}
+      for (const m of ['gpt-4o', 'x-model', 'zero']) {
+        if (r() < 0.5) continue
+        usage[m] = m === 'zero' ? { prompt_tokens: 0, requests: 0 } : r() < 0.5 ? u(Math.floor(r() * 100), Math.floor(r() * 50)) : { input_tokens: Math.floor(r() * 9), output_tokens: 2, total_tokens: r() < 0.5 ? 0 : 99, cache_creation_input_tokens: 3 }
+      }
+      batch.push({ mode: 'start', req: { start: { project_id: P, id, trace_id: traceId, parent_id: parent, op_name: 'op', started_at: `2026-05-02T10:00:${String(i).padStart(2, '0')}Z`, attributes: {}, inputs: {} } } })
+      if (r() < 0.9) batch.push({ mode: 'end', req: { end: { project_id: P, id, ended_at: '2026-05-02T10:01:00Z', summary: { usage } } } })
+      if (r() < 0.4) asked.push(id)
+    }
+  }
+  t.equal((await post('/call/upsert_batch', { batch })).status, 200)
+  const strip = (res: any) => Object.fromEntries(Object.entries(res.call_usage as Record<string, Record<string, Record<string, unknown>>>).map(([id, m]) => [id, Object.fromEntries(Object.entries(m).sort().map(([model, v]) => [model, Object.fromEntries(Object.entries(v).filter(([f]) => !f.endsWith('_cost')))]))]))
+  const plain = await post('/calls/usage', { project_id: P, call_ids: asked })
+  const costed = await post('/calls/usage', { project_id: P, call_ids: asked, include_costs: true })
+  t.equal(plain.status, 200, plain.text)
+  t.ok(Object.values(plain.json.call_usage).filter((m: any) => Object.keys(m).length > 1).length > 3, 'several calls sum several models')
+  t.same(strip(plain.json), strip(costed.json), 'the same sums either way')
+  t.same(plain.json.unfinished_call_ids, costed.json.unfinished_call_ids)
+  t.ok(plain.json.unfinished_call_ids.length > 0)
+  for (const [limit, status] of [[3, 413], [16, 200]] as const) {
+    const a = await post('/calls/usage', { project_id: P, call_ids: asked, limit })
+    const b = await post('/calls/usage', { project_id: P, call_ids: asked, limit, include_costs: true })
+    t.same([a.status, b.status], [status, status], `limit ${limit}: ${status} either way`)
+    if (status === 200) t.same(strip(a.json), strip(plain.json), 'traces fetched in smaller batches: the same sums')
+  }
+})
+
+t.test('/calls/usage answers for parents that form a cycle', async (t) => {
+  const traceId = uuid()
+  const [a, b] = [uuid(), uuid()]
+  const batch = [
+    { mode: 'start', req: { start: { project_id: P, id: a, trace_id: traceId, parent_id: b, op_name: 'op', started_at: '2026-05-03T10:00:00Z', attributes: {}, inputs: {} } } },
+    { mode: 'start', req: { start: { project_id: P, id: b, trace_id: traceId, parent_id: a, op_name: 'op', started_at: '2026-05-03T10:00:01Z', attributes: {}, inputs: {} } } },
+    { mode: 'end', req: { end: { project_id: P, id: a, ended_at: '2026-05-03T10:01:00Z', summary: { usage: { m: u(1, 1) } } } } },
+    { mode: 'end', req: { end: { project_id: P, id: b, ended_at: '2026-05-03T10:01:00Z', summary: { usage: { m: u(2, 2) } } } } },
+  ]
+  t.equal((await post('/call/upsert_batch', { batch })).status, 200)
+  const r = await post('/calls/usage', { project_id: P, call_ids: [a] })
+  t.equal(r.status, 200, 'no endless descent')
+  t.ok(r.json.call_usage[a].m.prompt_tokens >= 1)
+})

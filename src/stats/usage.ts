@@ -148,6 +148,59 @@ export class UsageRollup {
   }
 
   /**
+   * The same roll-up for requested calls only, done in SQL: without costs (whose prices are chosen per
+   * call), the descendants' usage is summed per requested call and model where the calls are, and
+   * only those sums come out — bringing 10,000 calls' usage rows to JavaScript cost more than all the
+   * rest. The entries summed are those ownUsage keeps; the descent follows parents within the fetched
+   * calls, as rollUp does. (No order before the limit: past it the answer is 413 or smaller batches,
+   * whichever calls were cut.)
+   */
+  private async rolledUp(project: string, traces: string[], limit: number, ids: string[]): Promise<{ calls: number; open: number; usage: Record<string, UsageMap> }> {
+    const params = new Params()
+    const rel = this.store.relation(project, { filter: { trace_ids: traces } }, params, { only: ['parent_id', 'started_at', 'ended_at', 'usage'] })
+    const wanted = params.add(listValue(ids))
+    const prompt = 'coalesce(u.prompt_tokens, 0) + coalesce(u.input_tokens, 0)'
+    const completion = 'coalesce(u.completion_tokens, 0) + coalesce(u.output_tokens, 0)'
+    const rows = await this.store.rows(
+      `WITH RECURSIVE k AS MATERIALIZED (
+          SELECT m.id, m.parent_id, m.ended_at IS NOT NULL AS ended, m.usage FROM ${rel} LIMIT ${params.add(limit)}),
+        d(root, id) AS (
+          SELECT id, id FROM k WHERE id IN (SELECT unnest(${wanted}))
+          UNION SELECT d.root, k.id FROM d JOIN k ON k.parent_id = d.id AND k.id <> d.id),
+        e AS (
+          SELECT id, u.model AS model, coalesce(u.requests, 0) AS requests, ${prompt} AS prompt, ${completion} AS completion,
+            CASE WHEN coalesce(u.total_tokens, 0) <> 0 THEN u.total_tokens ELSE ${prompt} + ${completion} END AS total,
+            coalesce(u.cache_read_input_tokens, 0) AS cache_read, coalesce(u.cache_creation_input_tokens, 0) AS cache_creation
+          FROM (SELECT id, unnest(usage) AS u FROM k WHERE usage IS NOT NULL) WHERE u.model IS NOT NULL),
+        s AS (
+          SELECT d.root, e.model, sum(requests) AS requests, sum(prompt) AS prompt, sum(completion) AS completion, sum(total) AS total,
+            sum(cache_read) AS cache_read, sum(cache_creation) AS cache_creation
+          FROM d JOIN e USING (id)
+          WHERE requests <> 0 OR prompt <> 0 OR completion <> 0 OR total <> 0 OR cache_read <> 0 OR cache_creation <> 0
+          GROUP BY ALL)
+      SELECT n.calls, n.open, s.* FROM (SELECT count(*) AS calls, count(*) FILTER (WHERE NOT ended) AS open FROM k) n LEFT JOIN s ON true`,
+      params,
+    )
+    const usage: Record<string, UsageMap> = {}
+    for (const r of rows) {
+      if (r.root === null || r.root === undefined) continue
+      ;(usage[String(r.root)] ??= {})[String(r.model)] = {
+        requests: Number(r.requests),
+        prompt_tokens: Number(r.prompt),
+        completion_tokens: Number(r.completion),
+        total_tokens: Number(r.total),
+        cache_read_input_tokens: Number(r.cache_read),
+        cache_creation_input_tokens: Number(r.cache_creation),
+        prompt_tokens_total_cost: null,
+        completion_tokens_total_cost: null,
+        cache_read_input_tokens_total_cost: null,
+        cache_creation_input_tokens_total_cost: null,
+      }
+    }
+    return { calls: Number(rows[0]?.calls ?? 0), open: Number(rows[0]?.open ?? 0), usage }
+  }
+
+  /**
    * `/calls/usage`: each requested call with all its descendants. Traces are fetched in batches of
    * at most `limit` calls (a batch over it is halved); a single trace over it is 413 — never a
    * partial answer.
@@ -165,6 +218,18 @@ export class UsageRollup {
     const queue: string[][] = traces.length ? [traces] : []
     while (queue.length) {
       const batch = queue.shift()!
+      if (!prices) {
+        const got = await this.rolledUp(project, batch, limit + 1, wanted)
+        if (got.calls > limit) {
+          if (batch.length === 1) throw new ApiError(413, `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`)
+          const half = Math.ceil(batch.length / 2)
+          queue.unshift(batch.slice(0, half), batch.slice(half))
+          continue
+        }
+        Object.assign(result, got.usage)
+        if (got.open > 0) for (const id of await this.unfinished(project, batch)) unfinished.add(id)
+        continue
+      }
       const calls = await this.fetch(project, { trace_ids: batch }, null, limit + 1, wanted)
       if (calls.length > limit) {
         if (batch.length === 1) throw new ApiError(413, `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`)
