@@ -1,6 +1,7 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
-import { startServer, type TestServer } from './helpers/server.js'
+import { rm } from 'node:fs/promises'
+import { startServer, tempDir, type TestServer } from './helpers/server.js'
 
 const hex = (n: number) => randomBytes(n / 2).toString('hex')
 const P = 'acme/bounds'
@@ -76,6 +77,30 @@ t.test('an ingest worker that dies fails only its own request; the pool recovers
   t.same(calls.calls.map((c) => c.op_name), ['small'], 'nothing of the failed batch was stored')
   const stats = (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as { ingest: { threads: number } }
   t.equal(stats.ingest.threads, 1, 'the pool is back to its size')
+})
+
+t.test('a logged batch that cannot reach the tail stops acknowledgements; a restart brings every acknowledged call back', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  // Every ingest asks for a flush: one must not drop the log of a batch that missed the tail.
+  const s = await startServer({ dataDir: dir, env: { WEFT_FAILPOINTS: 'tail-insert', WEFT_CALLS_FLUSH_ROWS: '1' } })
+  t.teardown(() => s.stop())
+  const start = (op: string, note = '') => ({ start: { project_id: P, id: hex(16), trace_id: hex(32), op_name: op, started_at: '2026-01-01T00:00:00Z', attributes: {}, inputs: { note } } })
+  t.equal((await post(s, '/call/start', start('before'))).status, 200)
+  // Acknowledged once logged; the failpoint then fails its insert into the tail, as a DuckDB error would.
+  t.equal((await post(s, '/call/start', start('marked', 'weft-failpoint:tail-insert'))).status, 200)
+  const stats = async () => (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as { calls: { tail_failure: string | null } }
+  for (let i = 0; i < 50 && !(await stats()).calls.tail_failure; i++) await new Promise((r) => setTimeout(r, 20))
+  t.match((await stats()).calls.tail_failure, /failpoint/, '/admin/stats names the failure')
+  const refused = await post(s, '/call/start', start('after'))
+  t.equal(refused.status, 503, 'nothing more is acknowledged')
+  t.match(await refused.json(), { reason: /restart the server/ })
+  t.equal((await post(s, '/calls/query_stats', { project_id: P, query: { $expr: { $eq: [{ $getField: 'op_name' }, { $literal: 'before' }] } } })).status, 200, 'reads still answer')
+  await s.stop()
+  const again = await startServer({ dataDir: dir, key: s.key })
+  t.teardown(() => again.stop())
+  const ops = ((await (await post(again, '/calls/query', { project_id: P, columns: ['op_name'] })).json()) as { calls: { op_name: string }[] }).calls.map((c) => c.op_name).sort()
+  t.same(ops, ['before', 'marked'], 'both acknowledged calls are back; the refused one was never stored')
 })
 
 t.test('past the ingest queue bound the answer is 503, and every acknowledged call is stored', async (t) => {

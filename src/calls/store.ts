@@ -97,6 +97,13 @@ export const PART_COLUMNS = `
 const TAIL_COLUMNS = PART_COLUMNS + ', wal_gen INTEGER NOT NULL'
 
 /**
+ * Fault injection for tests: with WEFT_FAILPOINTS=tail-insert, a batch holding this marker fails to
+ * reach the tail (as a DuckDB error would), after it was logged and acknowledged.
+ */
+const TAIL_MARKER = Buffer.from('weft-failpoint:tail-insert')
+const tailFailpoint = (process.env.WEFT_FAILPOINTS ?? '').split(',').includes('tail-insert')
+
+/**
  * Encoded batches (see encodeParts) reach the tail in two steps: each is put in a one-row-per-batch
  * stage table, then one statement parses every staged batch and moves its parts into the tail. (A
  * batch bound straight into the insert as a parameter is a constant to DuckDB's optimizer, which then
@@ -378,6 +385,7 @@ export class CallStore {
         const { stage, move } = this.insertStmts
         let n: number
         try {
+          if (tailFailpoint && group.some((g) => g.batch.includes(TAIL_MARKER))) throw new Error('failpoint tail-insert')
           for (const g of group) {
             stage.bind([blobValue(g.batch), g.base, g.gen])
             await stage.run()
@@ -425,6 +433,8 @@ export class CallStore {
     await previous.close()
     // Every batch logged in the old logs is in the tail before the tail is copied.
     await this.settled(oldWals.map(walNumber))
+    // A batch of these logs that missed the tail would be dropped with them: keep the logs (both stay listed).
+    if (this.tailFailure) throw this.failedError()
     const gens = oldWals.map(walNumber).join(', ')
     const segName = fileName('seg', this.manifest.next_file++)
     const segPath = path.join(this.dir, segName)
