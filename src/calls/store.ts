@@ -101,6 +101,8 @@ const TAIL_COLUMNS = PART_COLUMNS + ', wal_gen INTEGER NOT NULL'
  * reach the tail (as a DuckDB error would), after it was logged and acknowledged.
  */
 const TAIL_MARKER = Buffer.from('weft-failpoint:tail-insert')
+/** Log records a replay could not add to the tail, kept (framed as in the log) rather than lost or blocking starts. */
+const QUARANTINE = 'quarantine.log'
 const tailFailpoint = (process.env.WEFT_FAILPOINTS ?? '').split(',').includes('tail-insert')
 
 /**
@@ -205,7 +207,7 @@ export class CallStore {
     private readonly writer: DuckDBConnection,
     private readonly maint: DuckDBConnection,
     private readonly opts: Required<StoreOptions>,
-    readonly recovered: { records: number; parts: number; truncatedBytes: number; segments: number },
+    readonly recovered: { records: number; parts: number; truncatedBytes: number; segments: number; quarantined: number },
   ) {}
 
   static async open(dataDir: string, options: StoreOptions = {}): Promise<CallStore> {
@@ -219,7 +221,7 @@ export class CallStore {
       await writeManifest(dir, manifest)
     }
     // Files a crash left behind before the manifest named them (or after it stopped naming them).
-    const live = new Set([MANIFEST_FILE, 'LOCK', ...manifest.segments.map((x) => x.file), ...manifest.wals])
+    const live = new Set([MANIFEST_FILE, 'LOCK', QUARANTINE, ...manifest.segments.map((x) => x.file), ...manifest.wals])
     for (const f of await fs.readdir(dir)) if (!live.has(f)) await fs.rm(path.join(dir, f), { force: true })
     const db = await DuckDBInstance.create(':memory:')
     const writer = await db.connect()
@@ -229,7 +231,7 @@ export class CallStore {
     await writer.run(`CREATE TABLE call_parts (${TAIL_COLUMNS})`)
     await writer.run(`CREATE TEMP TABLE call_parts_stage (${STAGE_COLUMNS})`)
     const maint = await db.connect()
-    const recovered = { records: 0, parts: 0, truncatedBytes: 0, segments: manifest.segments.length }
+    const recovered = { records: 0, parts: 0, truncatedBytes: 0, segments: manifest.segments.length, quarantined: 0 }
     // Replay every log the manifest still lists; only the last one takes appends.
     const logs: { wal: Wal; records: Buffer[] }[] = []
     for (const name of manifest.wals) {
@@ -244,7 +246,19 @@ export class CallStore {
     for (const [i, l] of logs.entries()) {
       const gen = walNumber(manifest.wals[i]!)
       for (const r of l.records) {
-        const n = await store.insert(r, store.seq + 1n, gen)
+        let n: number
+        try {
+          n = await store.insert(r, store.seq + 1n, gen)
+        } catch (e) {
+          // A record DuckDB cannot read would stop every start: it is set aside, whole, for inspection.
+          await fs.appendFile(path.join(dir, QUARANTINE), walRecord(r))
+          await fsyncPath(path.join(dir, QUARANTINE))
+          await fsyncPath(dir)
+          process.emitWarning(`calls store: a logged batch DuckDB cannot read was moved to ${QUARANTINE}: ${(e as Error).message}`)
+          store.tailFailure = null
+          recovered.quarantined++
+          continue
+        }
         store.seq += BigInt(n)
         store.counted(gen, n, r.length + 8)
         recovered.records++
