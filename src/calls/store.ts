@@ -211,7 +211,7 @@ export class CallStore {
   ) {}
 
   static async open(dataDir: string, options: StoreOptions = {}): Promise<CallStore> {
-    const opts = { flushRows: options.flushRows ?? 200_000, flushBytes: options.flushBytes ?? 384 * 2 ** 20, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8, queryTimeoutMs: options.queryTimeoutMs ?? 30_000, compactParts: options.compactParts ?? 2_000_000, maxUnmovedBytes: options.maxUnmovedBytes ?? 256 * 2 ** 20 }
+    const opts = { flushRows: options.flushRows ?? 200_000, flushBytes: options.flushBytes ?? 256 * 2 ** 20, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8, queryTimeoutMs: options.queryTimeoutMs ?? 30_000, compactParts: options.compactParts ?? 2_000_000, maxUnmovedBytes: options.maxUnmovedBytes ?? 8 * 2 ** 20 }
     const dir = path.join(dataDir, 'calls')
     await fs.mkdir(dir, { recursive: true })
     await takeLock(path.join(dir, 'LOCK'))
