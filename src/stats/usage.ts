@@ -200,6 +200,16 @@ export class UsageRollup {
     return { calls: Number(rows[0]?.calls ?? 0), open: Number(rows[0]?.open ?? 0), usage }
   }
 
+  /** One batch of traces: the requested calls' totals, from SQL without prices, per call in JavaScript with them. */
+  private async batchUsage(project: string, traces: string[], limit: number, ids: string[], prices: readonly PriceRow[] | null): Promise<{ calls: number; open: number; usage: Record<string, UsageMap> }> {
+    if (!prices) return this.rolledUp(project, traces, limit, ids)
+    const calls = await this.fetch(project, { trace_ids: traces }, null, limit, ids)
+    const totals = rollUp(calls, project, prices)
+    const usage: Record<string, UsageMap> = {}
+    for (const [i, c] of calls.entries()) if (c.id !== null) usage[c.id] = totals[i]!
+    return { calls: calls.length, open: calls.filter((c) => !c.ended).length, usage }
+  }
+
   /**
    * `/calls/usage`: each requested call with all its descendants. Traces are fetched in batches of
    * at most `limit` calls (a batch over it is halved); a single trace over it is 413 — never a
@@ -218,28 +228,15 @@ export class UsageRollup {
     const queue: string[][] = traces.length ? [traces] : []
     while (queue.length) {
       const batch = queue.shift()!
-      if (!prices) {
-        const got = await this.rolledUp(project, batch, limit + 1, wanted)
-        if (got.calls > limit) {
-          if (batch.length === 1) throw new ApiError(413, `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`)
-          const half = Math.ceil(batch.length / 2)
-          queue.unshift(batch.slice(0, half), batch.slice(half))
-          continue
-        }
-        Object.assign(result, got.usage)
-        if (got.open > 0) for (const id of await this.unfinished(project, batch)) unfinished.add(id)
-        continue
-      }
-      const calls = await this.fetch(project, { trace_ids: batch }, null, limit + 1, wanted)
-      if (calls.length > limit) {
+      const got = await this.batchUsage(project, batch, limit + 1, wanted, prices)
+      if (got.calls > limit) {
         if (batch.length === 1) throw new ApiError(413, `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`)
         const half = Math.ceil(batch.length / 2)
         queue.unshift(batch.slice(0, half), batch.slice(half))
         continue
       }
-      const totals = rollUp(calls, project, prices)
-      for (const [i, c] of calls.entries()) if (c.id !== null) result[c.id] = totals[i]!
-      if (calls.some((c) => !c.ended)) for (const id of await this.unfinished(project, batch)) unfinished.add(id)
+      Object.assign(result, got.usage)
+      if (got.open > 0) for (const id of await this.unfinished(project, batch)) unfinished.add(id)
     }
     return { call_usage: result, unfinished_call_ids: [...unfinished].sort() }
   }
