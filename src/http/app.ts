@@ -23,12 +23,8 @@ export interface Exchange {
   peerAddress(): string
   readonly aborted: boolean
   onAbort(cb: () => void): void
-  /**
-   * Resolves with the whole body; rejects with a 413 ApiError past `limit` bytes. With the declared
-   * length, the body is read into one buffer of its own (no copy to join chunks; it can be handed
-   * to a worker thread without one either).
-   */
-  readBody(limit: number, declared?: number): Promise<Buffer>
+  /** Resolves with the whole body; rejects with a 413 ApiError past `limit` bytes. */
+  readBody(limit: number): Promise<Buffer>
   send(status: number, headers: [string, string][], body: string | Buffer, close: boolean): void
   beginStream(status: number, headers: [string, string][]): void
   /** Resolves when the transport can take more (backpressure), or at once if the client left. */
@@ -220,7 +216,7 @@ export class App {
       throw tooLarge(this.opts.maxBodyBytes)
     }
     if (hasBody || def.body || def.rawBody) {
-      rawBody = await ex.readBody(this.opts.maxBodyBytes, declared === '' ? undefined : Number(declared))
+      rawBody = await ex.readBody(this.opts.maxBodyBytes)
     }
     if (def.body && !def.rawBody) {
       body = parseJson(rawBody ?? Buffer.alloc(0))

@@ -43,21 +43,17 @@ class UwsExchange implements Exchange {
     return this.peer
   }
 
-  readBody(limit: number, declared?: number): Promise<Buffer> {
+  readBody(limit: number): Promise<Buffer> {
     return new Promise((resolve, reject) => {
       const chunks: Buffer[] = []
       let size = 0
-      let filled = 0
       let failed = false
-      // One buffer of the declared size, filled as chunks come (uWS holds the framing to it).
-      const whole = declared !== undefined && Number.isSafeInteger(declared) && declared > 0 && declared <= limit ? Buffer.allocUnsafeSlow(declared) : null
       this.onAbort(() => {
         failed = true
         reject(new ApiError(400, 'Client disconnected'))
       })
       this.res.onData((chunk, isLast) => {
         if (failed) return
-        const at = size
         size += chunk.byteLength
         if (size > limit) {
           failed = true
@@ -65,14 +61,8 @@ class UwsExchange implements Exchange {
           return
         }
         // uWS reuses the chunk's memory once this callback returns: copy it.
-        if (whole && chunks.length === 0 && size <= whole.length) {
-          whole.set(new Uint8Array(chunk), at)
-          filled = size
-        } else chunks.push(Buffer.from(chunk.slice(0)))
-        if (!isLast) return
-        if (!whole) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size))
-        else if (chunks.length === 0) resolve(size === whole.length ? whole : whole.subarray(0, size))
-        else resolve(Buffer.concat([whole.subarray(0, filled), ...chunks], size))
+        chunks.push(Buffer.from(chunk.slice(0)))
+        if (isLast) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size))
       })
     })
   }
