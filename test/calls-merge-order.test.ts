@@ -5,17 +5,7 @@ import path from 'node:path'
 import { CallStore, type CallPart } from '../src/calls/store.js'
 import { endPart, foldParts, startPart } from '../src/calls/parts.js'
 import { tempDir } from './helpers/server.js'
-
-/** A small deterministic PRNG, so a failing order can be replayed from its seed. */
-function rng(seed: number) {
-  let x = seed >>> 0 || 1
-  return () => {
-    x ^= x << 13
-    x ^= x >>> 17
-    x ^= x << 5
-    return (x >>> 0) / 2 ** 32
-  }
-}
+import { rng } from './helpers/rng.js'
 
 function shuffle<T>(xs: T[], r: () => number): T[] {
   const a = [...xs]

@@ -4,17 +4,7 @@ import { refsIn } from '../src/calls/parts.js'
 import { rm } from 'node:fs/promises'
 import { isDeepStrictEqual } from 'node:util'
 import { startServer, tempDir } from './helpers/server.js'
-
-/** A small deterministic PRNG, so a failing case can be replayed from its seed. */
-function rng(seed: number) {
-  let x = seed >>> 0 || 1
-  return () => {
-    x ^= x << 13
-    x ^= x >>> 17
-    x ^= x << 5
-    return (x >>> 0) / 2 ** 32
-  }
-}
+import { rng } from './helpers/rng.js'
 
 const PIECES = ['a', 'é', '日本', '😀', '"', '\\', '/', '\n', '\t', '\u0001', '\u001f', 'weave:///e/p/object/o:v1', ' ', '}', '[', ',', ':', '\u2028']
 
