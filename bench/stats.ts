@@ -3,14 +3,14 @@
  * statistics as hand-written SQL in DuckDB (the same Parquet files) and ClickHouse (chdb,
  * MergeTree tables loaded from those files), in the same run.
  *
- *   npm run build && node dist/bench/stats.js [--sizes 1000000,10000000] [--runs 7]
+ *   npm run build && node dist/bench/stats.js [--sizes 1000000,10000000] [--runs 7] [--keep DIR [--only-generate]]
  *   (ClickHouse: npm --prefix bench/peer-deps install; skipped when absent)
  *
  * Per size: scripts/gen-calls writes 30 days of calls (20 ops, 5 models, traces of 100, 1% errors),
  * the store compacts them, the server starts and builds its rollups (timed), then per request the
  * runs alternate between weft and the peers. Writes bench/results/stats-<stamp>.json and .svg.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
@@ -25,6 +25,8 @@ import { spread, startWeft, type Spread } from './util.js'
 const { flags } = parseFlags(process.argv.slice(2))
 const sizes = (flags.sizes ?? '1000000,10000000').split(',').map(Number)
 const runs = Number(flags.runs ?? 7)
+/** Keep each size's generated, compacted store in DIR/calls-<n> and reuse it in later runs (100M takes ~40 min to make). */
+const keepDir = flags.keep ? path.resolve(flags.keep) : null
 const KEY = 'bench-key'
 const PROJECT = 'bench/stats'
 const OP = `weave:///${PROJECT}/op/op_3:v1`
@@ -101,12 +103,27 @@ async function main(): Promise<void> {
   const results: Record<string, unknown> = {}
   const curve: Record<string, Record<string, (number | null)[]>> = {}
   for (const [si, n] of sizes.entries()) {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'weft-stats-'))
-    const now = Date.now()
-    const gen = await timed(() => genCalls({ dataDir: dir, calls: n, project: PROJECT, days: 30, ops: 20, models: 5, traceSize: 100, end: new Date(now) }))
-    process.stdout.write(`${n} calls: generated in ${(gen.ms / 1000).toFixed(1)} s\n`)
+    const dir = keepDir ? path.join(keepDir, `calls-${n}`) : mkdtempSync(path.join(os.tmpdir(), 'weft-stats-'))
+    const made = path.join(dir, 'generated.json')
+    let gen: { ms: number }, compaction: { ms: number }, now: number
+    if (keepDir && existsSync(made)) {
+      ;({ gen, compaction, now } = JSON.parse(readFileSync(made, 'utf8')) as { gen: { ms: number }; compaction: { ms: number }; now: number })
+      // The rollups are derived data: rebuilt by the server under test, as after a fresh generation.
+      rmSync(path.join(dir, 'rollups'), { recursive: true, force: true })
+      process.stdout.write(`${n} calls: reusing ${dir} (made ${new Date(now).toISOString()})\n`)
+    } else {
+      rmSync(dir, { recursive: true, force: true })
+      mkdirSync(dir, { recursive: true })
+      now = Date.now()
+      gen = await timed(() => genCalls({ dataDir: dir, calls: n, project: PROJECT, days: 30, ops: 20, models: 5, traceSize: 100, end: new Date(now) }))
+      process.stdout.write(`${n} calls: generated in ${(gen.ms / 1000).toFixed(1)} s\n`)
+      const store = await CallStore.open(dir, { flushIntervalMs: 0 })
+      compaction = await timed(() => store.compact())
+      await store.close()
+      if (keepDir) writeFileSync(made, JSON.stringify({ gen: { ms: gen.ms }, compaction: { ms: compaction.ms }, now }))
+    }
+    if (keepDir && flags['only-generate']) continue
     const store = await CallStore.open(dir, { flushIntervalMs: 0 })
-    const compaction = await timed(() => store.compact())
     const files = store.segments.map((s) => path.join(dir, 'calls', s.file))
     const bytes = store.segments.reduce((a, s) => a + s.bytes, 0)
     await store.close()
@@ -231,7 +248,7 @@ async function main(): Promise<void> {
     db.closeSync()
     await server.stop()
     ch?.cleanup?.()
-    rmSync(dir, { recursive: true, force: true })
+    if (!keepDir) rmSync(dir, { recursive: true, force: true })
     rmSync(chDir, { recursive: true, force: true })
   }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')

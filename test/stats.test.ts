@@ -47,7 +47,9 @@ interface Call {
 const uuid = (n: number) => `01900000-0000-7000-8000-${n.toString(16).padStart(12, '0')}`
 const r = rng(42)
 const calls: Call[] = []
-for (let i = 0; i < 400; i++) {
+// 400 calls over three days, and 600 more within two hours of the second day: dense enough that
+// every minute tier slot and partial minute of a range there holds calls.
+for (let i = 0; i < 1000; i++) {
   const root = i % 4 === 0 || calls.length === 0
   const parent = root ? null : calls[calls.length - 1 - (i % 4 === 1 ? 0 : Math.floor(r() * (i % 4)))]!
   const usage: Call['usage'] = {}
@@ -64,7 +66,7 @@ for (let i = 0; i < 400; i++) {
     parent_id: parent?.id ?? null,
     op: OPS[Math.floor(r() * OPS.length)]!,
     user: 'admin',
-    started: BASE + Math.floor(r() * 3 * 24 * H),
+    started: i < 400 ? BASE + Math.floor(r() * 3 * 24 * H) : BASE + 40 * H + Math.floor(r() * 2 * H),
     latency: r() < 0.05 ? null : Math.floor(Math.exp(3 + r() * 6)),
     error: r() < 0.05,
     usage,
@@ -309,6 +311,27 @@ t.test('usage per bucket and model: both token spellings summed, default prices,
   const scanned = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 21600, usage_metrics: USAGE_METRICS, filter: { call_ids: calls.map((c) => c.id) } })
   t.equal(scanned.path, 'scan')
   compareRows(t, scanned.json.usage_buckets, expectedUsage(hours(BASE, end, 6 * H), end, (m) => PRICE[m] ?? null), 'usage by scan')
+})
+
+t.test('partial hours cut mid-minute: whole minutes from the minute tier, partial minutes from the per-call tier', async (t) => {
+  const start = BASE + 40 * H + 7 * 60_000 + 23_456
+  const end = BASE + 41 * H + 52 * 60_000 + 41_000
+  for (const granularity of [3600, 900]) {
+    const first = BASE + 40 * H
+    const bounds = hours(first, end, granularity * 1000)
+    const r = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(end), granularity, call_metrics: CALL_METRICS, usage_metrics: USAGE_METRICS })
+    t.equal(r.status, 200)
+    t.equal(r.path, 'rollup')
+    const want = expectedCalls([start, ...bounds.slice(1)], end)
+    want[0]!.timestamp = iso(first)
+    compareCalls(t, r.json.call_buckets, want, `calls, ${granularity} s buckets`)
+    const usage = expectedUsage([start, ...bounds.slice(1)], end, (m) => PRICE[m] ?? null).map((u) => (u.timestamp === iso(start) ? { ...u, timestamp: iso(first) } : u))
+    compareRows(t, r.json.usage_buckets, usage, `usage, ${granularity} s buckets`)
+    const roots = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(end), granularity, call_metrics: CALL_METRICS, filter: { trace_roots_only: true } })
+    const wantRoots = expectedCalls([start, ...bounds.slice(1)], end, (c) => c.parent_id === null)
+    wantRoots[0]!.timestamp = iso(first)
+    compareCalls(t, roots.json.call_buckets, wantRoots, `trace roots, ${granularity} s buckets`)
+  }
 })
 
 t.test('a project price from a mid-hour effective date applies to calls from then on', async (t) => {

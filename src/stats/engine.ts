@@ -5,10 +5,11 @@ import { checkFilterList, opNamesSql, type CallFilter, type CallStore } from '..
 import { priceSpans, type PriceSpan, type Prices } from '../catalog/prices.js'
 import { MAX_RANGE_MS, bucketStarts, checkTimezone, chooseGranularity } from './buckets.js'
 import { columnsOf, emptyValue, type CallMetric, type Column, type MetricSpec, type UsageMetric } from './metrics.js'
-import { TOKEN_METRICS, TOKEN_NAMES, shaped, storedAs, tableName, timeDim, type Rollups, type Table, type Tier } from './rollups.js'
+import { TOKEN_METRICS, TOKEN_NAMES, shaped, slotMs, storedAs, tableName, timeDim, type Rollups, type Table, type Tier } from './rollups.js'
 import { binSql, percentile, percentileOfFlags } from './sketch.js'
 
 const HOUR = 3_600_000
+const MINUTE = 60_000
 const USAGE_METRICS: UsageMetric[] = [...TOKEN_NAMES, 'input_cost', 'output_cost', 'total_cost']
 /** Timestamps SQL can hold: price spans open to ±infinity are clipped to these. */
 const MIN_MS = Date.UTC(1900, 0, 1)
@@ -163,10 +164,12 @@ export class CallStats {
       return acc
     }
     acc.path = 'rollup'
-    const { hours, windows } = split(start, end, starts, spans, dims.tier === 'user' && callCols.some((c) => c.p !== undefined && c.metric === 'latency_ms'))
+    const noHours = dims.tier === 'user' && callCols.some((c) => c.p !== undefined && c.metric === 'latency_ms')
+    const { hours, minutes, windows } = split(start, end, starts, spans, { hours: !noHours, minutes: dims.tier === 'project' })
     // The pieces are independent sums: DuckDB runs them side by side on separate connections.
     await Promise.all([
-      hours.length ? this.fromTier(acc, req, dims.tier, { hours }, starts, callCols, usageCols, spans) : null,
+      hours.length ? this.fromTier(acc, req, dims.tier, { slots: hours }, starts, callCols, usageCols, spans) : null,
+      minutes.length ? this.fromTier(acc, req, 'minute', { slots: minutes }, starts, callCols, usageCols, spans) : null,
       windows.length ? this.fromTier(acc, req, 'call', { windows }, starts, callCols, usageCols, spans) : null,
     ])
     return acc
@@ -251,25 +254,25 @@ export class CallStats {
 
   /**
    * Rows of one tier's tables (and the fresh parts' correction), added into the request's buckets:
-   * for an hour tier, the listed whole hours, mapped to their bucket through a list made here (an
-   * equality join, not a range join); for the call tier, the rows started in the windows, mapped to
-   * their bucket by start time.
+   * for an aggregated tier, the listed slots (whole hours or minutes), mapped to their bucket through
+   * a list made here (an equality join, not a range join); for the call tier, the rows started in
+   * the windows, mapped to their bucket by start time.
    */
-  private async fromTier(acc: Accumulator, req: StatsRequest, tier: Tier, piece: { hours: [number, number][] } | { windows: [number, number][] }, starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
+  private async fromTier(acc: Accumulator, req: StatsRequest, tier: Tier, piece: { slots: [number, number][] } | { windows: [number, number][] }, starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
     const time = timeDim(tier)
-    /** The WITH list (bucket starts b, price spans sp, hour → bucket hb) and the rows of `table` in the piece as `src`, mapped to `bucket`. */
+    /** The WITH list (bucket starts b, price spans sp, slot → bucket sb) and the rows of `table` in the piece as `src`, mapped to `bucket`. */
     const rows = (table: Table, params: Params, withSpans: boolean) => {
       const ctes = this.ctes(params, starts, withSpans ? spans : [])
       const { conds } = dimFilter(req.filter, params)!
       const p = params.add(req.project_id)
       const fresh = this.rollups!.fresh(table, tier, p)
       const t = tableName(storedAs(table, tier), tier)
-      if ('hours' in piece) {
-        const hs = piece.hours[0]![0]
-        const he = piece.hours[piece.hours.length - 1]![0] + HOUR
-        const where = [`project_id = ${p}`, `hour >= ${ts(hs)}`, `hour < ${ts(he)}`, ...conds].join(' AND ')
-        const hb = `hb AS (SELECT make_timestamp(unnest(${params.add(listValue(piece.hours.map(([h]) => BigInt(h) * 1000n)))}::BIGINT[])) AS hour, unnest(${params.add(listValue(piece.hours.map(([, b]) => BigInt(b))))}::BIGINT[]) AS bucket)`
-        return `${ctes}, ${hb}, src AS (SELECT * FROM (SELECT * FROM ${t} WHERE ${where}${fresh ? ` UNION ALL SELECT * FROM (${fresh}) WHERE ${where}` : ''}) JOIN hb USING (hour))`
+      if ('slots' in piece) {
+        const first = piece.slots[0]![0]
+        const end = piece.slots[piece.slots.length - 1]![0] + slotMs(tier as Exclude<Tier, 'call'>)
+        const where = [`project_id = ${p}`, `${time} >= ${ts(first)}`, `${time} < ${ts(end)}`, ...conds].join(' AND ')
+        const sb = `sb AS (SELECT make_timestamp(unnest(${params.add(listValue(piece.slots.map(([h]) => BigInt(h) * 1000n)))}::BIGINT[])) AS ${time}, unnest(${params.add(listValue(piece.slots.map(([, b]) => BigInt(b))))}::BIGINT[]) AS bucket)`
+        return `${ctes}, ${sb}, src AS (SELECT * FROM (SELECT * FROM ${t} WHERE ${where}${fresh ? ` UNION ALL SELECT * FROM (${fresh}) WHERE ${where}` : ''}) JOIN sb USING (${time}))`
       }
       // One branch per window: each gets its own range filter, which the table's zone maps prune by.
       const where = (w: [number, number]) => [`project_id = ${p}`, `t >= ${ts(w[0])}`, `t < ${ts(w[1])}`, ...conds].join(' AND ')
@@ -433,33 +436,48 @@ function usageValue(a: UsageAcc, c: Column<UsageMetric>): number | null {
 }
 
 /**
- * Splits [start, end) into the UTC hours the hour tiers answer whole — inside the range, inside one
- * bucket, with no price change inside — each with its bucket, and windows (the rest, merged where
- * adjacent) for the call tier. `noHours`: everything goes to the call tier.
+ * Splits [start, end) into the slots the aggregated tiers answer whole — UTC hours, then (`minutes`)
+ * UTC minutes of what is left — each inside the range and inside one bucket, with no price change
+ * inside, each with its bucket; and windows (the rest, merged where adjacent) for the call tier.
+ * `hours: false`: everything goes to the call tier.
  */
-export function split(start: number, end: number, starts: readonly number[], spans: readonly PriceSpan[], noHours = false): { hours: [number, number][]; windows: [number, number][] } {
+export function split(start: number, end: number, starts: readonly number[], spans: readonly PriceSpan[], opts: { hours: boolean; minutes: boolean }): { hours: [number, number][]; minutes: [number, number][]; windows: [number, number][] } {
   const hours: [number, number][] = []
-  const windows: [number, number][] = []
-  const piece = (lo: number, hi: number) => {
-    if (lo >= hi) return
-    const last = windows[windows.length - 1]
-    if (last && last[1] === lo) last[1] = hi
-    else windows.push([lo, hi])
-  }
+  const minutes: [number, number][] = []
+  if (!opts.hours) return { hours, minutes, windows: [[start, end]] }
+  const rest = slotsOf([[start, end]], HOUR, starts, spans, hours)
+  return { hours, minutes, windows: opts.minutes ? slotsOf(rest, MINUTE, starts, spans, minutes) : rest }
+}
+
+/** Slots of `unit` ms inside the windows (appended to `slots` with their bucket start); returns what they leave. */
+function slotsOf(windows: readonly [number, number][], unit: number, starts: readonly number[], spans: readonly PriceSpan[], slots: [number, number][]): [number, number][] {
   const edges = new Set<number>()
-  for (const s of spans) for (const e of [s.from_ms, s.to_ms]) if (e % HOUR !== 0) edges.add(Math.floor(e / HOUR) * HOUR)
-  let bi = 0
-  let at = start
-  for (let h = Math.ceil(start / HOUR) * HOUR; !noHours && h + HOUR <= end; h += HOUR) {
-    while (bi + 1 < starts.length && starts[bi + 1]! <= h) bi++
-    const bucketEnd = bi + 1 < starts.length ? starts[bi + 1]! : end
-    if (starts[bi]! > h || h + HOUR > bucketEnd || edges.has(h)) continue
-    piece(at, h)
-    hours.push([h, starts[bi]!])
-    at = h + HOUR
+  for (const s of spans) for (const e of [s.from_ms, s.to_ms]) if (e % unit !== 0) edges.add(Math.floor(e / unit) * unit)
+  const rest: [number, number][] = []
+  for (const [lo, hi] of windows) {
+    let at = lo
+    for (let h = Math.ceil(lo / unit) * unit; h + unit <= hi; h += unit) {
+      const b = bucketAt(starts, h)
+      if (b < 0 || (b + 1 < starts.length && starts[b + 1]! < h + unit) || edges.has(h)) continue
+      if (at < h) rest.push([at, h])
+      slots.push([h, starts[b]!])
+      at = h + unit
+    }
+    if (at < hi) rest.push([at, hi])
   }
-  piece(at, end)
-  return { hours, windows }
+  return rest
+}
+
+/** The index of the last bucket starting at or before t; -1 when none does. */
+function bucketAt(starts: readonly number[], t: number): number {
+  let lo = 0
+  let hi = starts.length
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1
+    if (starts[mid]! <= t) lo = mid + 1
+    else hi = mid
+  }
+  return lo - 1
 }
 
 /** The windows cut at bucket starts: [lo, hi, bucket start] pieces, each inside one bucket. */
