@@ -251,6 +251,7 @@ async function main(): Promise<void> {
     if (!keepDir) rmSync(dir, { recursive: true, force: true })
     rmSync(chDir, { recursive: true, force: true })
   }
+  if (flags['only-generate']) return
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
   const outDir = path.join(ROOT_DIR, 'bench', 'results')
   mkdirSync(outDir, { recursive: true })
