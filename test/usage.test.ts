@@ -182,3 +182,71 @@ t.test('/calls/usage answers for parents that form a cycle', async (t) => {
   t.equal(r.status, 200, 'no endless descent')
   t.ok(r.json.call_usage[a].m.prompt_tokens >= 1)
 })
+
+t.test('/calls/usage from the rollups (usage_calls) agrees with the per-call roll-up: after a flush, a compaction, late parts and deletes', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const a = await openAnalytics(dir, { flushIntervalMs: 0 })
+  await a.ready()
+  const project = 'e/usage-table'
+  let x = 777
+  const r = () => ((x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
+  const all: string[] = []
+  const open: string[] = []
+  const usage = () => {
+    const out: Record<string, Record<string, number>> = {}
+    for (const m of ['gpt-4o', 'x-model']) if (r() < 0.6) out[m] = r() < 0.5 ? u(Math.floor(r() * 100), Math.floor(r() * 50)) : { input_tokens: Math.floor(r() * 9), output_tokens: 2, cache_read_input_tokens: 4 }
+    return out
+  }
+  /** Random traces (orphans, several roots, unfinished calls) as parts. */
+  const forest = (traces: number) => {
+    const parts = []
+    for (let tr = 0; tr < traces; tr++) {
+      const traceId = uuid()
+      const ids: string[] = []
+      for (let i = 0; i < 2 + Math.floor(r() * 10); i++) {
+        const id = uuid()
+        const k = r()
+        const parent = i === 0 || k < 0.1 ? null : k < 0.2 ? uuid() : ids[Math.floor(r() * ids.length)]!
+        ids.push(id)
+        all.push(id)
+        parts.push(startPart({ project_id: project, id, trace_id: traceId, parent_id: parent, op_name: 'op', started_at: '2026-05-04T10:00:00Z', attributes: {}, inputs: {} }, 'me'))
+        if (r() < 0.8) parts.push(endPart({ project_id: project, id, ended_at: '2026-05-04T10:01:00Z', summary: { usage: usage() } }))
+        else open.push(id)
+      }
+    }
+    return parts
+  }
+  const strip = (res: { call_usage: Record<string, Record<string, Record<string, unknown>>> }) =>
+    Object.fromEntries(Object.entries(res.call_usage).map(([id, m]) => [id, Object.fromEntries(Object.entries(m).sort().map(([model, v]) => [model, Object.fromEntries(Object.entries(v).filter(([f]) => !f.endsWith('_cost')))]))]))
+  const agree = async (label: string) => {
+    const asked = all.filter((_, i) => i % 3 === 0)
+    const plain = await a.usage.calls(project, asked, false, 10_000)
+    const costed = await a.usage.calls(project, asked, true, 10_000)
+    t.ok(a.rollups.ready, `${label}: the rollups are in use`)
+    t.ok(Object.values(plain.call_usage).some((m) => Object.keys(m).length > 0), `${label}: some usage`)
+    t.same(strip(plain), strip(costed), `${label}: the same sums`)
+    t.same(plain.unfinished_call_ids, costed.unfinished_call_ids, `${label}: the same unfinished calls`)
+  }
+  await a.store.ingest(forest(8))
+  await agree('in the tail')
+  await a.store.flush()
+  await agree('flushed (rows added to the table)')
+  await a.store.ingest(forest(8))
+  await a.store.flush()
+  await a.store.compact()
+  await agree('compacted (table rebuilt)')
+  // Calls already in the table change: unfinished ones end, ended ones report again (the latest wins), some are deleted.
+  const late = [
+    ...open.splice(0, 6).map((id) => endPart({ project_id: project, id, ended_at: '2026-05-04T10:02:00Z', summary: { usage: { 'gpt-4o': u(1000, 1) } } })),
+    ...all.filter((_, i) => i % 5 === 1).map((id) => endPart({ project_id: project, id, ended_at: '2026-05-04T10:03:00Z', summary: { usage: { 'late-model': u(5, 5) } } })),
+    ...all.filter((_, i) => i % 7 === 2).map((id) => ({ kind: 'delete' as const, project_id: project, id, deleted_us: Date.now() * 1000 })),
+  ]
+  await a.store.ingest(late)
+  const lateOnes = (await a.usage.calls(project, all.filter((_, i) => i % 5 === 1 && i % 7 !== 2), false, 10_000)).call_usage
+  t.ok(Object.values(lateOnes).every((m) => m['late-model'] !== undefined), 'a late end part is seen at once')
+  await agree('changed in the tail (table rows overridden)')
+  await a.store.flush()
+  await agree('changes flushed (table rows replaced)')
+  await a.close()
+})

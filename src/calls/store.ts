@@ -888,7 +888,7 @@ export function opNamesSql(names: string[], params: Params): string {
  * trace ids follow time), so DuckDB's row-group statistics skip what lies outside — a list match
  * alone cannot use them. Only for ASCII values, where JavaScript's order is DuckDB's byte order.
  */
-function rangeOf(values: string[], column: string, params: Params): string {
+export function rangeOf(values: string[], column: string, params: Params): string {
   if (values.length === 0 || values.some((v) => !/^[\x20-\x7e]*$/.test(v))) return ''
   let lo = values[0]!
   let hi = values[0]!

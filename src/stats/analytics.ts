@@ -19,7 +19,7 @@ export async function attachAnalytics(store: CallStore, catalog: Catalog, extraP
   const prices = new Prices(catalog, defaultPrices(extraPrices))
   const rollups = new Rollups(store)
   await rollups.start()
-  return { store, prices, rollups, stats: new CallStats(store, rollups, prices), usage: new UsageRollup(store, prices) }
+  return { store, prices, rollups, stats: new CallStats(store, rollups, prices), usage: new UsageRollup(store, prices, rollups) }
 }
 
 /**

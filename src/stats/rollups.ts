@@ -2,6 +2,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { DuckDBConnection } from '@duckdb/node-api'
 import { merged, type CallStore } from '../calls/store.js'
+import { USAGE_FIELDS } from '../calls/parts.js'
 import { binSql } from './sketch.js'
 
 /**
@@ -59,7 +60,7 @@ export const TABLES: readonly [Table, Tier][] = [
  */
 const DB = 'rollups_db'
 /** Bumped when a table's shape changes: a database of another version is rebuilt. */
-const FORMAT = 3
+const FORMAT = 4
 export const tableName = (t: Table, tier: Tier) => `${DB}.rollup_${t}_by_${tier}`
 const META = `${DB}.rollup_meta`
 
@@ -74,7 +75,7 @@ export const TOKEN_METRICS = {
 export type TokenMetric = keyof typeof TOKEN_METRICS
 export const TOKEN_NAMES = Object.keys(TOKEN_METRICS) as TokenMetric[]
 
-const FACT_COLUMNS = ['started_at', 'ended_at', 'op_name', 'parent_id', 'user_id', 'run_id', 'exception', 'usage']
+const FACT_COLUMNS = ['trace_id', 'started_at', 'ended_at', 'op_name', 'parent_id', 'user_id', 'run_id', 'exception', 'usage']
 
 function ddl(t: Table, tier: Tier): string {
   const dims = TIER_DIMS[tier].map((d) => `${d} ${DIM_TYPES[d]}`).join(', ')
@@ -88,7 +89,22 @@ function ddl(t: Table, tier: Tier): string {
         }[t]
   return `CREATE TABLE IF NOT EXISTS ${tableName(t, tier)} (${dims}, ${cols})`
 }
-const DDL = [...TABLES.map(([t, tier]) => ddl(t, tier)), `CREATE TABLE IF NOT EXISTS ${META} (x BIGINT, format INTEGER)`]
+/**
+ * The calls `/calls/usage` rolls up, kept beside the tiers (same `x`): one row per live call with a
+ * trace — its parent, whether it ended and its usage list — sorted by trace within each rebuild range,
+ * so a request for 100 traces reads a few thousand rows of one table instead of finding, reading and
+ * merging every part of those traces in the segments (10M calls: ~45 → ~15 ms). Kept current by
+ * replacing the rows of the calls each flush touched; calls touched past `x` are read merged at
+ * query time instead of their rows (usageCalls).
+ */
+const USAGE_CALLS = `${DB}.usage_calls`
+const USAGE_CALLS_DDL = `CREATE TABLE IF NOT EXISTS ${USAGE_CALLS} (project_id VARCHAR, trace_id VARCHAR, id VARCHAR, parent_id VARCHAR, ended BOOLEAN,
+  usage STRUCT(model VARCHAR, ${USAGE_FIELDS.map((f) => `${f} BIGINT`).join(', ')})[])`
+/** The rows of usage_calls for the merged calls `mc`. */
+const usageRows = (mc: string) =>
+  `SELECT project_id, trace_id, id, parent_id, ended_at IS NOT NULL AS ended, usage FROM ${mc} WHERE started_at IS NOT NULL AND deleted_at IS NULL AND trace_id IS NOT NULL`
+
+const DDL = [...TABLES.map(([t, tier]) => ddl(t, tier)), USAGE_CALLS_DDL, `CREATE TABLE IF NOT EXISTS ${META} (x BIGINT, format INTEGER)`]
 
 /** Merged calls (the fact columns) of the ids in relation `ids` (project_id, id), from parts with seq ≤ bound (SQL), as SQL. */
 export function mergedOf(ids: string, bound: string | null): string {
@@ -212,8 +228,7 @@ export class Rollups {
     try {
       const format = (await c.runAndReadAll(`SELECT max(format) AS f FROM ${META}`).catch(() => null))?.getRowsJS()[0]?.[0]
       if (format !== undefined && format !== null && Number(format) !== FORMAT) {
-        for (const [t, tier] of TABLES) await c.run(`DROP TABLE IF EXISTS ${tableName(t, tier)}`)
-        await c.run(`DROP TABLE IF EXISTS ${META}`)
+        for (const t of [...TABLES.map(([t, tier]) => tableName(t, tier)), USAGE_CALLS, META]) await c.run(`DROP TABLE IF EXISTS ${t}`)
       }
       for (const d of DDL) await c.run(d)
     } catch (e) {
@@ -268,7 +283,7 @@ export class Rollups {
     const ranges = await this.store.idRanges(Math.ceil(this.store.segments.reduce((a, s) => a + s.rows, 0) / 2_000_000))
     await c.run('BEGIN TRANSACTION')
     try {
-      for (const t of [...TABLES.map(([t, tier]) => tableName(t, tier)), META]) await c.run(`DELETE FROM ${t}`)
+      for (const t of [...TABLES.map(([t, tier]) => tableName(t, tier)), USAGE_CALLS, META]) await c.run(`DELETE FROM ${t}`)
       for (let i = 0; i <= ranges.length; i++) {
         // Range bounds are call ids: bound as parameters, never spliced into the SQL.
         const lo = i > 0 ? ranges[i - 1]! : null
@@ -278,6 +293,8 @@ export class Rollups {
         await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(ids, String(x))}`, [lo, hi])
         // The call tier has nothing to fold after a rebuild: its rows go in sorted by time, range by range.
         for (const [t, tier] of TABLES) await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)}${tier === 'call' ? ' ORDER BY project_id, t' : ''}`)
+        // By trace within the range: with time-ordered ids (UUIDv7) the ranges follow one another in trace order too.
+        await c.run(`INSERT INTO ${USAGE_CALLS} ${usageRows('merged_now')} ORDER BY project_id, trace_id`)
         await c.run('DROP TABLE merged_now')
       }
       await this.fold(true)
@@ -309,6 +326,11 @@ export class Rollups {
         for (const [t, tier] of TABLES) {
           await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)} UNION ALL ${contribution('merged_before', -1, t, tier)}`)
         }
+        // The touched calls' rows replaced by their merged state now. Their id range (bound, not spliced)
+        // lets the delete skip the row groups holding none of them.
+        const [lo, hi] = (await c.runAndReadAll('SELECT min(id), max(id) FROM merged_now')).getRowsJS()[0]! as (string | null)[]
+        await c.run(`DELETE FROM ${USAGE_CALLS} u USING merged_now n WHERE u.id >= $1 AND u.id <= $2 AND u.project_id = n.project_id AND u.id = n.id`, [lo ?? null, hi ?? null])
+        await c.run(`INSERT INTO ${USAGE_CALLS} ${usageRows('merged_now')}`)
         await c.run('DROP TABLE merged_now')
         await c.run('DROP TABLE merged_before')
         await c.run(`UPDATE ${META} SET x = ${to}`)
@@ -369,6 +391,19 @@ export class Rollups {
     const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${project} AND seq > (SELECT x FROM ${META})`
     const t = storedAs(table, tier)
     return `${contribution(mergedOf(ids, null), 1, t, tier)} UNION ALL ${contribution(mergedOf(ids, `(SELECT x FROM ${META})`), -1, t, tier)}`
+  }
+
+  /**
+   * Live calls of a project with a trace, meeting `cond` (SQL on trace_id and id), as SQL rows of
+   * (project_id, trace_id, id, parent_id, ended, usage): usage_calls' rows, except that calls with
+   * parts past `x` are merged from their parts instead (the same rule as fresh).
+   */
+  usageCalls(project: string, cond: string): string {
+    const rows = `SELECT * FROM ${USAGE_CALLS} WHERE project_id = ${project} AND ${cond}`
+    if (this.store.lastSeq <= this.x) return rows
+    const touched = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${project} AND seq > (SELECT x FROM ${META})`
+    return `${rows} AND id NOT IN (SELECT id FROM (${touched}))
+      UNION ALL SELECT * FROM (${usageRows(mergedOf(touched, null))}) WHERE ${cond}`
   }
 
   async size(): Promise<number> {

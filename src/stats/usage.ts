@@ -1,8 +1,9 @@
 import { listValue } from '@duckdb/node-api'
 import { ApiError } from '../http/errors.js'
 import { Params } from '../query/expr.js'
-import type { CallFilter, CallStore } from '../calls/store.js'
+import { rangeOf, type CallFilter, type CallStore } from '../calls/store.js'
 import { callCost, selectPrice, type PriceRow, type Prices } from '../catalog/prices.js'
+import type { Rollups } from './rollups.js'
 
 export interface Usage {
   requests: number
@@ -105,10 +106,36 @@ export class UsageRollup {
     return (await this.store.rows(`SELECT m.id FROM ${rel}`, params)).map((r) => String(r.id))
   }
 
+  /** `rollups`: once ready, its usage_calls table answers in place of the segments (see Rollups.usageCalls). */
   constructor(
     private readonly store: CallStore,
     private readonly prices: Prices,
+    private readonly rollups: Rollups | null = null,
   ) {}
+
+  /** The live calls of these traces as (id, parent_id, ended, usage) rows, as SQL. */
+  private traceCalls(project: string, traces: string[], params: Params): string {
+    if (this.rollups?.ready) {
+      const p = params.add(project)
+      return `SELECT id, parent_id, ended, usage FROM (${this.rollups.usageCalls(p, `list_contains(${params.add(listValue(traces))}, trace_id)${rangeOf(traces, 'trace_id', params)}`)})`
+    }
+    const rel = this.store.relation(project, { filter: { trace_ids: traces } }, params, { only: ['parent_id', 'started_at', 'ended_at', 'usage'] })
+    return `SELECT m.id, m.parent_id, m.ended_at IS NOT NULL AS ended, m.usage FROM ${rel}`
+  }
+
+  /** The traces of these calls (those that are live), sorted. */
+  private async tracesOf(project: string, ids: string[]): Promise<string[]> {
+    const params = new Params()
+    let sql: string
+    if (this.rollups?.ready) {
+      const p = params.add(project)
+      sql = `SELECT DISTINCT trace_id FROM (${this.rollups.usageCalls(p, `list_contains(${params.add(listValue(ids))}, id)${rangeOf(ids, 'id', params)}`)})`
+    } else {
+      const rel = this.store.relation(project, { filter: { call_ids: ids } }, params, { only: ['trace_id', 'started_at'] })
+      sql = `SELECT DISTINCT trace_id FROM (SELECT m.trace_id FROM ${rel}) WHERE trace_id IS NOT NULL`
+    }
+    return (await this.store.rows(sql, params)).map((r) => String(r.trace_id)).sort()
+  }
 
   /**
    * The calls (up to limit) with their usage as flat rows, one per (call, model), a call without
@@ -157,13 +184,12 @@ export class UsageRollup {
    */
   private async rolledUp(project: string, traces: string[], limit: number, ids: string[]): Promise<{ calls: number; open: number; usage: Record<string, UsageMap> }> {
     const params = new Params()
-    const rel = this.store.relation(project, { filter: { trace_ids: traces } }, params, { only: ['parent_id', 'started_at', 'ended_at', 'usage'] })
+    const calls = this.traceCalls(project, traces, params)
     const wanted = params.add(listValue(ids))
     const prompt = 'coalesce(u.prompt_tokens, 0) + coalesce(u.input_tokens, 0)'
     const completion = 'coalesce(u.completion_tokens, 0) + coalesce(u.output_tokens, 0)'
     const rows = await this.store.rows(
-      `WITH RECURSIVE k AS MATERIALIZED (
-          SELECT m.id, m.parent_id, m.ended_at IS NOT NULL AS ended, m.usage FROM ${rel} LIMIT ${params.add(limit)}),
+      `WITH RECURSIVE k AS MATERIALIZED (${calls} LIMIT ${params.add(limit)}),
         d(root, id) AS (
           SELECT id, id FROM k WHERE id IN (SELECT unnest(${wanted}))
           UNION SELECT d.root, k.id FROM d JOIN k ON k.parent_id = d.id AND k.id <> d.id),
@@ -220,9 +246,7 @@ export class UsageRollup {
     const wanted = [...new Set(ids)]
     const result: Record<string, UsageMap> = Object.fromEntries(wanted.map((id) => [id, {}]))
     if (wanted.length === 0) return { call_usage: result, unfinished_call_ids: [] }
-    const params = new Params()
-    const rel = this.store.relation(project, { filter: { call_ids: wanted } }, params, { only: ['trace_id', 'started_at'] })
-    const traces = [...new Set((await this.store.rows(`SELECT DISTINCT trace_id FROM (SELECT m.trace_id FROM ${rel}) WHERE trace_id IS NOT NULL`, params)).map((r) => String(r.trace_id)))].sort()
+    const traces = await this.tracesOf(project, wanted)
     const prices = includeCosts ? await this.prices.forProject(project) : null
     const unfinished = new Set<string>()
     const queue: string[][] = traces.length ? [traces] : []
