@@ -53,6 +53,9 @@ function addAgg(a: Agg, sum: unknown, n: unknown, min: unknown, max: unknown): v
   if (max !== null && max !== undefined) a.max = a.max === null ? Number(max) : Math.max(a.max, Number(max))
 }
 
+/** A part of a range answered by one tier: whole slots (hours or minutes) with their buckets, or windows of the call tier. */
+type Piece = { tier: Tier; slots: [number, number][] } | { tier: 'call'; windows: [number, number][] }
+
 /** How a request is answered: by the rollups (plus scans of partial hours), or by one scan. */
 export type StatsPath = 'rollup' | 'scan'
 
@@ -166,12 +169,12 @@ export class CallStats {
     acc.path = 'rollup'
     const noHours = dims.tier === 'user' && callCols.some((c) => c.p !== undefined && c.metric === 'latency_ms')
     const { hours, minutes, windows } = split(start, end, starts, spans, { hours: !noHours, minutes: dims.tier === 'project' })
-    // The pieces are independent sums: DuckDB runs them side by side on separate connections.
-    await Promise.all([
-      hours.length ? this.fromTier(acc, req, dims.tier, { slots: hours }, starts, callCols, usageCols, spans) : null,
-      minutes.length ? this.fromTier(acc, req, 'minute', { slots: minutes }, starts, callCols, usageCols, spans) : null,
-      windows.length ? this.fromTier(acc, req, 'call', { windows }, starts, callCols, usageCols, spans) : null,
-    ])
+    const pieces: Piece[] = [
+      ...(hours.length ? [{ tier: dims.tier, slots: hours }] : []),
+      ...(minutes.length ? [{ tier: 'minute' as const, slots: minutes }] : []),
+      ...(windows.length ? [{ tier: 'call' as const, windows }] : []),
+    ]
+    await this.fromPieces(acc, req, pieces, starts, callCols, usageCols, spans)
     return acc
   }
 
@@ -253,44 +256,57 @@ export class CallStats {
   }
 
   /**
-   * Rows of one tier's tables (and the fresh parts' correction), added into the request's buckets:
-   * for an aggregated tier, the listed slots (whole hours or minutes), mapped to their bucket through
-   * a list made here (an equality join, not a range join); for the call tier, the rows started in
-   * the windows, mapped to their bucket by start time.
+   * The rows of one tier's `table` (and the fresh parts' correction) inside a piece, as a SELECT
+   * with the table's columns, `bucket` and `at` (the row's time: its slot's start, or its call's
+   * start). An aggregated tier's slots (whole hours or minutes) map to their bucket through a list
+   * made here (an equality join, not a range join), added to `withs`; the call tier's rows by start time.
    */
-  private async fromTier(acc: Accumulator, req: StatsRequest, tier: Tier, piece: { slots: [number, number][] } | { windows: [number, number][] }, starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
+  private pieceRows(piece: Piece, table: Table, p: string, conds: string[], params: Params, starts: number[], withs: string[]): string {
+    const tier = piece.tier
     const time = timeDim(tier)
-    /** The WITH list (bucket starts b, price spans sp, slot → bucket sb) and the rows of `table` in the piece as `src`, mapped to `bucket`. */
+    const fresh = this.rollups!.fresh(table, tier, p)
+    const t = tableName(storedAs(table, tier), tier)
+    if ('slots' in piece) {
+      const first = piece.slots[0]![0]
+      const end = piece.slots[piece.slots.length - 1]![0] + slotMs(tier as Exclude<Tier, 'call'>)
+      const where = [`project_id = ${p}`, `${time} >= ${ts(first)}`, `${time} < ${ts(end)}`, ...conds].join(' AND ')
+      const sb = `sb${withs.length}`
+      withs.push(`${sb} AS (SELECT make_timestamp(unnest(${params.add(listValue(piece.slots.map(([h]) => BigInt(h) * 1000n)))}::BIGINT[])) AS ${time}, unnest(${params.add(listValue(piece.slots.map(([, b]) => BigInt(b))))}::BIGINT[]) AS bucket)`)
+      return `SELECT *, ${time} AS at FROM (SELECT * FROM ${t} WHERE ${where}${fresh ? ` UNION ALL SELECT * FROM (${fresh}) WHERE ${where}` : ''}) JOIN ${sb} USING (${time})`
+    }
+    // One branch per window: each gets its own range filter, which the table's zone maps prune by.
+    const where = (w: [number, number]) => [`project_id = ${p}`, `t >= ${ts(w[0])}`, `t < ${ts(w[1])}`, ...conds].join(' AND ')
+    const any = (ws: [number, number][]) => `(${ws.map((w) => `(${where(w)})`).join(' OR ')})`
+    // Few pieces each inside one bucket (the ends of a range, mostly): the bucket is a constant per
+    // branch. Many (buckets off whole hours): rows find their bucket by time (an ASOF join).
+    const cut = inBuckets(piece.windows, starts)
+    if (cut.length <= 8) {
+      const branches = cut.map(([lo, hi, b]) => `SELECT ${b}::BIGINT AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM ${t} WHERE ${where([lo, hi])}`, table, tier)})`)
+      if (fresh) {
+        const cases = cut.map(([lo, hi, b]) => `WHEN t >= ${ts(lo)} AND t < ${ts(hi)} THEN ${b}::BIGINT`).join(' ')
+        branches.push(`SELECT CASE ${cases} END AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM (${fresh}) WHERE ${any(cut.map(([lo, hi]) => [lo, hi]))}`, table, tier)})`)
+      }
+      return branches.join(' UNION ALL ')
+    }
+    const branches = piece.windows.map((w) => `SELECT * FROM ${t} WHERE ${where(w)}`)
+    if (fresh) branches.push(`SELECT * FROM (${fresh}) WHERE ${any(piece.windows)}`)
+    return `SELECT epoch_ms(b.ts) AS bucket, r.*, r.t AS at FROM (${shaped(branches.join(' UNION ALL '), table, tier)}) r ASOF JOIN b ON r.t >= b.ts`
+  }
+
+  /**
+   * The pieces' rows of every table asked for, added into the request's buckets: one statement per
+   * table over all the pieces (each statement costs milliseconds to plan and start whatever it reads).
+   */
+  private async fromPieces(acc: Accumulator, req: StatsRequest, pieces: Piece[], starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
+    if (!pieces.length) return
+    /** The WITH list (bucket starts b, price spans sp, slot lists) and the pieces' rows of `table` as `src`. */
     const rows = (table: Table, params: Params, withSpans: boolean) => {
       const ctes = this.ctes(params, starts, withSpans ? spans : [])
       const { conds } = dimFilter(req.filter, params)!
       const p = params.add(req.project_id)
-      const fresh = this.rollups!.fresh(table, tier, p)
-      const t = tableName(storedAs(table, tier), tier)
-      if ('slots' in piece) {
-        const first = piece.slots[0]![0]
-        const end = piece.slots[piece.slots.length - 1]![0] + slotMs(tier as Exclude<Tier, 'call'>)
-        const where = [`project_id = ${p}`, `${time} >= ${ts(first)}`, `${time} < ${ts(end)}`, ...conds].join(' AND ')
-        const sb = `sb AS (SELECT make_timestamp(unnest(${params.add(listValue(piece.slots.map(([h]) => BigInt(h) * 1000n)))}::BIGINT[])) AS ${time}, unnest(${params.add(listValue(piece.slots.map(([, b]) => BigInt(b))))}::BIGINT[]) AS bucket)`
-        return `${ctes}, ${sb}, src AS (SELECT * FROM (SELECT * FROM ${t} WHERE ${where}${fresh ? ` UNION ALL SELECT * FROM (${fresh}) WHERE ${where}` : ''}) JOIN sb USING (${time}))`
-      }
-      // One branch per window: each gets its own range filter, which the table's zone maps prune by.
-      const where = (w: [number, number]) => [`project_id = ${p}`, `t >= ${ts(w[0])}`, `t < ${ts(w[1])}`, ...conds].join(' AND ')
-      const any = (ws: [number, number][]) => `(${ws.map((w) => `(${where(w)})`).join(' OR ')})`
-      // Few pieces each inside one bucket (the ends of a range, mostly): the bucket is a constant per
-      // branch. Many (buckets off whole hours): rows find their bucket by time (an ASOF join).
-      const pieces = inBuckets(piece.windows, starts)
-      if (pieces.length <= 8) {
-        const branches = pieces.map(([lo, hi, b]) => `SELECT ${b}::BIGINT AS bucket, * FROM (${shaped(`SELECT * FROM ${t} WHERE ${where([lo, hi])}`, table, tier)})`)
-        if (fresh) {
-          const cases = pieces.map(([lo, hi, b]) => `WHEN t >= ${ts(lo)} AND t < ${ts(hi)} THEN ${b}::BIGINT`).join(' ')
-          branches.push(`SELECT CASE ${cases} END AS bucket, * FROM (${shaped(`SELECT * FROM (${fresh}) WHERE ${any(pieces.map(([lo, hi]) => [lo, hi]))}`, table, tier)})`)
-        }
-        return `${ctes}, src AS (${branches.join(' UNION ALL ')})`
-      }
-      const branches = piece.windows.map((w) => `SELECT * FROM ${t} WHERE ${where(w)}`)
-      if (fresh) branches.push(`SELECT * FROM (${fresh}) WHERE ${any(piece.windows)}`)
-      return `${ctes}, src AS (SELECT epoch_ms(b.ts) AS bucket, r.* FROM (${shaped(branches.join(' UNION ALL '), table, tier)}) r ASOF JOIN b ON r.t >= b.ts)`
+      const withs: string[] = []
+      const parts = pieces.map((piece) => `SELECT * FROM (${this.pieceRows(piece, table, p, conds, params, starts, withs)})`)
+      return `${ctes}${withs.map((w) => `, ${w}`).join('')}, src AS (${parts.join(' UNION ALL BY NAME ')})`
     }
     const tasks: Promise<void>[] = []
     if (callCols.length) tasks.push((async () => {
@@ -334,10 +350,10 @@ export class CallStats {
           : []),
         'bool_or(dirty) AS dirty',
       ]
-      // The price of a row is the one in effect at its time (an hour tier's rows: their hour; no price changes inside one).
+      // The price of a row is the one in effect at its time (an aggregated tier's rows: their slot's; no price changes inside one).
       const got = await this.store.rows(
         `${rows('usage', params, costs)},
-        y AS (${costs ? `SELECT src.*, sp.pc, sp.cc FROM src LEFT JOIN sp ON sp.llm = src.model AND src.${time} >= sp.f AND src.${time} < sp.t` : 'SELECT * FROM src'})
+        y AS (${costs ? `SELECT src.*, sp.pc, sp.cc FROM src LEFT JOIN sp ON sp.llm = src.model AND src.at >= sp.f AND src.at < sp.t` : 'SELECT * FROM src'})
         SELECT bucket, model, ${aggs.join(', ')} FROM y GROUP BY bucket, model`,
         params,
       )
