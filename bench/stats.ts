@@ -3,7 +3,7 @@
  * statistics as hand-written SQL in DuckDB (the same Parquet files) and ClickHouse (chdb,
  * MergeTree tables loaded from those files), in the same run.
  *
- *   npm run build && node dist/bench/stats.js [--sizes 1000000,10000000] [--runs 7] [--keep DIR [--only-generate]]
+ *   npm run build && node dist/bench/stats.js [--sizes 1000000,10000000] [--runs 7] [--keep DIR [--only-generate] [--rebuild-rollups]]
  *   (ClickHouse: npm --prefix bench/peer-deps install; skipped when absent)
  *
  * Per size: scripts/gen-calls writes 30 days of calls (20 ops, 5 models, traces of 100, 1% errors),
@@ -25,7 +25,7 @@ import { spread, startWeft, type Spread } from './util.js'
 const { flags } = parseFlags(process.argv.slice(2))
 const sizes = (flags.sizes ?? '1000000,10000000').split(',').map(Number)
 const runs = Number(flags.runs ?? 7)
-/** Keep each size's generated, compacted store in DIR/calls-<n> and reuse it in later runs (100M takes ~40 min to make). */
+/** Keep each size's generated, compacted store in DIR/calls-<n> and reuse it, with its rollups, in later runs (100M takes ~40 min to make). */
 const keepDir = flags.keep ? path.resolve(flags.keep) : null
 const KEY = 'bench-key'
 const PROJECT = 'bench/stats'
@@ -108,8 +108,8 @@ async function main(): Promise<void> {
     let gen: { ms: number }, compaction: { ms: number }, now: number
     if (keepDir && existsSync(made)) {
       ;({ gen, compaction, now } = JSON.parse(readFileSync(made, 'utf8')) as { gen: { ms: number }; compaction: { ms: number }; now: number })
-      // The rollups are derived data: rebuilt by the server under test, as after a fresh generation.
-      rmSync(path.join(dir, 'rollups'), { recursive: true, force: true })
+      // The rollups are derived data: kept from the last run unless asked (a server of another rollup format rebuilds them anyway).
+      if (flags['rebuild-rollups']) rmSync(path.join(dir, 'rollups'), { recursive: true, force: true })
       process.stdout.write(`${n} calls: reusing ${dir} (made ${new Date(now).toISOString()})\n`)
     } else {
       rmSync(dir, { recursive: true, force: true })
@@ -145,6 +145,7 @@ async function main(): Promise<void> {
       process.stdout.write(`  ClickHouse MergeTree load ${chLoadS.toFixed(1)} s\n`)
     }
 
+    const rollupsFound = existsSync(path.join(dir, 'rollups', 'rollups.duckdb'))
     const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','), env: { WEFT_ACCESS_LOG: 'false' } })
     const auth = { authorization: 'Basic ' + Buffer.from('api:' + KEY).toString('base64'), 'content-type': 'application/json' }
     const post = async (p: string, body: unknown) => {
@@ -157,7 +158,7 @@ async function main(): Promise<void> {
     const rollupStart = performance.now()
     while ((await post('/calls/stats', statsBody(now - DAY, now))).path !== 'rollup') await new Promise((r) => setTimeout(r, 200))
     const rollupS = (performance.now() - rollupStart) / 1000
-    process.stdout.write(`  rollups ready ${rollupS.toFixed(1)} s after start\n`)
+    process.stdout.write(`  rollups ready ${rollupS.toFixed(1)} s after start${rollupsFound ? ' (found from an earlier run)' : ''}\n`)
 
     const db = await DuckDBInstance.create(':memory:')
     const conn: DuckDBConnection = await db.connect()
@@ -211,6 +212,8 @@ async function main(): Promise<void> {
       segments: files.length,
       bytes_per_call: bytes / n,
       rollups_ready_s: Math.round(rollupS * 10) / 10,
+      // Found in the data directory from an earlier run (loaded, or rebuilt if of another format), or built from scratch.
+      rollups_found: rollupsFound,
       clickhouse_load_s: chLoadS,
     }
     for (const [name, c] of Object.entries(cases) as [Req, (typeof cases)[Req]][]) {
