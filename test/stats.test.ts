@@ -334,6 +334,21 @@ t.test('partial hours cut mid-minute: whole minutes from the minute tier, partia
   }
 })
 
+t.test('3-hour buckets in Asia/Kolkata: hours and minute runs interleave (more runs than branches)', async (t) => {
+  const start = BASE
+  const end = BASE + 72 * H
+  const r = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(end), granularity: 10800, timezone: 'Asia/Kolkata', call_metrics: CALL_METRICS, usage_metrics: USAGE_METRICS })
+  t.equal(r.status, 200)
+  t.equal(r.path, 'rollup')
+  const bounds = r.json.call_buckets.map((b: any) => Date.parse(b.timestamp))
+  t.ok(bounds.length >= 24 && bounds.slice(1).every((b: number) => b % H === 30 * 60_000), 'buckets start at :30 UTC')
+  const want = expectedCalls([start, ...bounds.slice(1)], end)
+  want[0]!.timestamp = iso(bounds[0])
+  compareCalls(t, r.json.call_buckets, want, 'kolkata 3 h')
+  const usage = expectedUsage([start, ...bounds.slice(1)], end, (m) => PRICE[m] ?? null).map((u) => (u.timestamp === iso(start) ? { ...u, timestamp: iso(bounds[0]) } : u))
+  compareRows(t, r.json.usage_buckets, usage, 'kolkata 3 h usage')
+})
+
 t.test('a project price from a mid-hour effective date applies to calls from then on', async (t) => {
   const from = BASE + 30 * H + 20 * 60_000
   const created = await post('/cost/create', { project_id: P, costs: { 'gpt-4o': { prompt_token_cost: 1e-5, completion_token_cost: 2e-5, effective_date: iso(from) }, 'in-house-model': { prompt_token_cost: 1e-7, completion_token_cost: 1e-7, effective_date: iso(BASE - 24 * H) } } })

@@ -5,7 +5,7 @@ import { checkFilterList, opNamesSql, type CallFilter, type CallStore } from '..
 import { priceSpans, type PriceSpan, type Prices } from '../catalog/prices.js'
 import { MAX_RANGE_MS, bucketStarts, checkTimezone, chooseGranularity } from './buckets.js'
 import { columnsOf, emptyValue, type CallMetric, type Column, type MetricSpec, type UsageMetric } from './metrics.js'
-import { TOKEN_METRICS, TOKEN_NAMES, shaped, slotMs, storedAs, tableName, timeDim, type Rollups, type Table, type Tier } from './rollups.js'
+import { TOKEN_METRICS, TOKEN_NAMES, shaped, slotMs, storedAs, tableName, timeDim, type Rollups, type Table, type Tier, type TokenMetric } from './rollups.js'
 import { binSql, percentile, percentileOfFlags } from './sketch.js'
 
 const HOUR = 3_600_000
@@ -261,18 +261,29 @@ export class CallStats {
    * start). An aggregated tier's slots (whole hours or minutes) map to their bucket through a list
    * made here (an equality join, not a range join), added to `withs`; the call tier's rows by start time.
    */
-  private pieceRows(piece: Piece, table: Table, p: string, conds: string[], params: Params, starts: number[], withs: string[]): string {
+  private pieceRows(piece: Piece, table: Table, p: string, conds: string[], params: Params, starts: number[], withs: string[], tokens: readonly TokenMetric[]): string {
     const tier = piece.tier
     const time = timeDim(tier)
     const fresh = this.rollups!.fresh(table, tier, p)
     const t = tableName(storedAs(table, tier), tier)
     if ('slots' in piece) {
-      const first = piece.slots[0]![0]
-      const end = piece.slots[piece.slots.length - 1]![0] + slotMs(tier as Exclude<Tier, 'call'>)
-      const where = [`project_id = ${p}`, `${time} >= ${ts(first)}`, `${time} < ${ts(end)}`, ...conds].join(' AND ')
+      const unit = slotMs(tier as Exclude<Tier, 'call'>)
+      // Runs of adjacent slots, each read by its own range (the minutes at both ends of a day are
+      // ~1,400 minutes apart: one range over both would read every minute between). Many runs (buckets
+      // off whole hours): one range over all.
+      const runs: [number, number][] = []
+      for (const [h] of piece.slots) {
+        const last = runs[runs.length - 1]
+        if (last && last[1] === h) last[1] = h + unit
+        else runs.push([h, h + unit])
+      }
+      const ranges = runs.length <= 8 ? runs : [[runs[0]![0], runs[runs.length - 1]![1]] as [number, number]]
+      const where = ([lo, hi]: [number, number]) => [`project_id = ${p}`, `${time} >= ${ts(lo)}`, `${time} < ${ts(hi)}`, ...conds].join(' AND ')
+      const branches = ranges.map((r) => `SELECT * FROM ${t} WHERE ${where(r)}`)
+      if (fresh) branches.push(`SELECT * FROM (${fresh}) WHERE ${ranges.map((r) => `(${where(r)})`).join(' OR ')}`)
       const sb = `sb${withs.length}`
       withs.push(`${sb} AS (SELECT make_timestamp(unnest(${params.add(listValue(piece.slots.map(([h]) => BigInt(h) * 1000n)))}::BIGINT[])) AS ${time}, unnest(${params.add(listValue(piece.slots.map(([, b]) => BigInt(b))))}::BIGINT[]) AS bucket)`)
-      return `SELECT *, ${time} AS at FROM (SELECT * FROM ${t} WHERE ${where}${fresh ? ` UNION ALL SELECT * FROM (${fresh}) WHERE ${where}` : ''}) JOIN ${sb} USING (${time})`
+      return `SELECT *, ${time} AS at FROM (${branches.join(' UNION ALL ')}) JOIN ${sb} USING (${time})`
     }
     // One branch per window: each gets its own range filter, which the table's zone maps prune by.
     const where = (w: [number, number]) => [`project_id = ${p}`, `t >= ${ts(w[0])}`, `t < ${ts(w[1])}`, ...conds].join(' AND ')
@@ -281,16 +292,16 @@ export class CallStats {
     // branch. Many (buckets off whole hours): rows find their bucket by time (an ASOF join).
     const cut = inBuckets(piece.windows, starts)
     if (cut.length <= 8) {
-      const branches = cut.map(([lo, hi, b]) => `SELECT ${b}::BIGINT AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM ${t} WHERE ${where([lo, hi])}`, table, tier)})`)
+      const branches = cut.map(([lo, hi, b]) => `SELECT ${b}::BIGINT AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM ${t} WHERE ${where([lo, hi])}`, table, tier, tokens)})`)
       if (fresh) {
         const cases = cut.map(([lo, hi, b]) => `WHEN t >= ${ts(lo)} AND t < ${ts(hi)} THEN ${b}::BIGINT`).join(' ')
-        branches.push(`SELECT CASE ${cases} END AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM (${fresh}) WHERE ${any(cut.map(([lo, hi]) => [lo, hi]))}`, table, tier)})`)
+        branches.push(`SELECT CASE ${cases} END AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM (${fresh}) WHERE ${any(cut.map(([lo, hi]) => [lo, hi]))}`, table, tier, tokens)})`)
       }
       return branches.join(' UNION ALL ')
     }
     const branches = piece.windows.map((w) => `SELECT * FROM ${t} WHERE ${where(w)}`)
     if (fresh) branches.push(`SELECT * FROM (${fresh}) WHERE ${any(piece.windows)}`)
-    return `SELECT epoch_ms(b.ts) AS bucket, r.*, r.t AS at FROM (${shaped(branches.join(' UNION ALL '), table, tier)}) r ASOF JOIN b ON r.t >= b.ts`
+    return `SELECT epoch_ms(b.ts) AS bucket, r.*, r.t AS at FROM (${shaped(branches.join(' UNION ALL '), table, tier, tokens)}) r ASOF JOIN b ON r.t >= b.ts`
   }
 
   /**
@@ -300,12 +311,12 @@ export class CallStats {
   private async fromPieces(acc: Accumulator, req: StatsRequest, pieces: Piece[], starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
     if (!pieces.length) return
     /** The WITH list (bucket starts b, price spans sp, slot lists) and the pieces' rows of `table` as `src`. */
-    const rows = (table: Table, params: Params, withSpans: boolean) => {
+    const rows = (table: Table, params: Params, withSpans: boolean, tokens: readonly TokenMetric[] = []) => {
       const ctes = this.ctes(params, starts, withSpans ? spans : [])
       const { conds } = dimFilter(req.filter, params)!
       const p = params.add(req.project_id)
       const withs: string[] = []
-      const parts = pieces.map((piece) => `SELECT * FROM (${this.pieceRows(piece, table, p, conds, params, starts, withs)})`)
+      const parts = pieces.map((piece) => `SELECT * FROM (${this.pieceRows(piece, table, p, conds, params, starts, withs, tokens)})`)
       return `${ctes}${withs.map((w) => `, ${w}`).join('')}, src AS (${parts.join(' UNION ALL BY NAME ')})`
     }
     const tasks: Promise<void>[] = []
@@ -352,7 +363,7 @@ export class CallStats {
       ]
       // The price of a row is the one in effect at its time (an aggregated tier's rows: their slot's; no price changes inside one).
       const got = await this.store.rows(
-        `${rows('usage', params, costs)},
+        `${rows('usage', params, costs, tokens)},
         y AS (${costs ? `SELECT src.*, sp.pc, sp.cc FROM src LEFT JOIN sp ON sp.llm = src.model AND src.at >= sp.f AND src.at < sp.t` : 'SELECT * FROM src'})
         SELECT bucket, model, ${aggs.join(', ')} FROM y GROUP BY bucket, model`,
         params,
