@@ -94,9 +94,8 @@ function ddl(t: Table, tier: Tier): string {
  * trace — its parent, whether it ended and its usage list — sorted by trace within each rebuild range,
  * so a request for 100 traces reads a few thousand rows of one table instead of finding, reading and
  * merging every part of those traces in the segments (100 traces of 100 calls at 10M: the request
- * ~55 → ~22 ms). Kept current by
- * replacing the rows of the calls each flush touched; calls touched past `x` are read merged at
- * query time instead of their rows (usageCalls).
+ * ~55 → ~22 ms). Kept current by replacing the rows of the calls each flush touched; calls touched
+ * past `x` are read merged at query time instead of their rows (usageCalls).
  */
 const USAGE_CALLS = `${DB}.usage_calls`
 const USAGE_CALLS_DDL = `CREATE TABLE IF NOT EXISTS ${USAGE_CALLS} (project_id VARCHAR, trace_id VARCHAR, id VARCHAR, parent_id VARCHAR, ended BOOLEAN,
