@@ -1,7 +1,8 @@
 import t from 'tap'
 import { rm } from 'node:fs/promises'
 import { postJson, startServer, tempDir, type TestServer } from './helpers/server.js'
-import { openAnalytics, startPart, endPart } from '../src/index.js'
+import { openAnalytics, startPart, endPart, type CallPart } from '../src/index.js'
+import { rng } from './helpers/rng.js'
 
 let s: TestServer
 t.before(async () => {
@@ -37,6 +38,30 @@ async function trace(root: Node): Promise<void> {
 }
 
 const u = (prompt: number, completion: number, extra: Record<string, number> = {}) => ({ prompt_tokens: prompt, completion_tokens: completion, requests: 1, ...extra })
+
+interface RandomCall {
+  traceId: string
+  id: string
+  parent: string | null
+}
+/**
+ * Random traces of `min` to `min + spread - 1` calls, handed to `each` in order: the first call of a
+ * trace is a root; later ones have no parent (another root), a parent that never arrives (an
+ * orphan), or an earlier call of the trace.
+ */
+function randomForest(r: () => number, traces: number, min: number, spread: number, each: (c: RandomCall) => void): void {
+  for (let tr = 0; tr < traces; tr++) {
+    const traceId = uuid()
+    const ids: string[] = []
+    for (let i = 0; i < min + Math.floor(r() * spread); i++) {
+      const id = uuid()
+      const k = r()
+      const parent = i === 0 || k < 0.1 ? null : k < 0.2 ? uuid() : ids[Math.floor(r() * ids.length)]!
+      ids.push(id)
+      each({ traceId, id, parent })
+    }
+  }
+}
 
 t.test('/calls/usage: each root with all its descendants, both spellings summed, unknown ids empty', async (t) => {
   const leaf = { id: uuid(), usage: { 'gpt-4o': { input_tokens: 7, output_tokens: 3, requests: 1 } } }
@@ -128,29 +153,20 @@ t.test('the same statistics in-process, without HTTP (openAnalytics)', async (t)
 
 t.test('/calls/usage sums in SQL what the per-call roll-up sums: random forests with orphans, several roots, odd usage', async (t) => {
   // Without costs the roll-up runs in SQL; with costs, per call in JavaScript. Their counts must agree.
-  let x = 12345
-  const r = () => ((x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
+  const r = rng(12345)
   const batch: unknown[] = []
   const asked: string[] = []
-  for (let tr = 0; tr < 12; tr++) {
-    const traceId = uuid()
-    const ids: string[] = []
-    for (let i = 0; i < 3 + Math.floor(r() * 12); i++) {
-      const id = uuid()
-      // Parents: none (another root), an earlier call, or a call that never arrives (an orphan).
-      const k = r()
-      const parent = i === 0 || k < 0.1 ? null : k < 0.2 ? uuid() : ids[Math.floor(r() * ids.length)]!
-      ids.push(id)
-      const usage: Record<string, Record<string, number>> = {}
-      for (const m of ['gpt-4o', 'x-model', 'zero']) {
-        if (r() < 0.5) continue
-        usage[m] = m === 'zero' ? { prompt_tokens: 0, requests: 0 } : r() < 0.5 ? u(Math.floor(r() * 100), Math.floor(r() * 50)) : { input_tokens: Math.floor(r() * 9), output_tokens: 2, total_tokens: r() < 0.5 ? 0 : 99, cache_creation_input_tokens: 3 }
-      }
-      batch.push({ mode: 'start', req: { start: { project_id: P, id, trace_id: traceId, parent_id: parent, op_name: 'op', started_at: `2026-05-02T10:00:${String(i).padStart(2, '0')}Z`, attributes: {}, inputs: {} } } })
-      if (r() < 0.9) batch.push({ mode: 'end', req: { end: { project_id: P, id, ended_at: '2026-05-02T10:01:00Z', summary: { usage } } } })
-      if (r() < 0.4) asked.push(id)
+  let i = 0
+  randomForest(r, 12, 3, 12, ({ traceId, id, parent }) => {
+    const usage: Record<string, Record<string, number>> = {}
+    for (const m of ['gpt-4o', 'x-model', 'zero']) {
+      if (r() < 0.5) continue
+      usage[m] = m === 'zero' ? { prompt_tokens: 0, requests: 0 } : r() < 0.5 ? u(Math.floor(r() * 100), Math.floor(r() * 50)) : { input_tokens: Math.floor(r() * 9), output_tokens: 2, total_tokens: r() < 0.5 ? 0 : 99, cache_creation_input_tokens: 3 }
     }
-  }
+    batch.push({ mode: 'start', req: { start: { project_id: P, id, trace_id: traceId, parent_id: parent, op_name: 'op', started_at: `2026-05-02T10:00:${String(i++ % 60).padStart(2, '0')}Z`, attributes: {}, inputs: {} } } })
+    if (r() < 0.9) batch.push({ mode: 'end', req: { end: { project_id: P, id, ended_at: '2026-05-02T10:01:00Z', summary: { usage } } } })
+    if (r() < 0.4) asked.push(id)
+  })
   t.equal((await post('/call/upsert_batch', { batch })).status, 200)
   const strip = (res: any) => Object.fromEntries(Object.entries(res.call_usage as Record<string, Record<string, Record<string, unknown>>>).map(([id, m]) => [id, Object.fromEntries(Object.entries(m).sort().map(([model, v]) => [model, Object.fromEntries(Object.entries(v).filter(([f]) => !f.endsWith('_cost')))]))]))
   const plain = await post('/calls/usage', { project_id: P, call_ids: asked })
@@ -189,8 +205,7 @@ t.test('/calls/usage from the rollups (usage_calls) agrees with the per-call rol
   const a = await openAnalytics(dir, { flushIntervalMs: 0 })
   await a.ready()
   const project = 'e/usage-table'
-  let x = 777
-  const r = () => ((x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31)
+  const r = rng(777)
   const all: string[] = []
   const open: string[] = []
   const usage = () => {
@@ -200,21 +215,13 @@ t.test('/calls/usage from the rollups (usage_calls) agrees with the per-call rol
   }
   /** Random traces (orphans, several roots, unfinished calls) as parts. */
   const forest = (traces: number) => {
-    const parts = []
-    for (let tr = 0; tr < traces; tr++) {
-      const traceId = uuid()
-      const ids: string[] = []
-      for (let i = 0; i < 2 + Math.floor(r() * 10); i++) {
-        const id = uuid()
-        const k = r()
-        const parent = i === 0 || k < 0.1 ? null : k < 0.2 ? uuid() : ids[Math.floor(r() * ids.length)]!
-        ids.push(id)
-        all.push(id)
-        parts.push(startPart({ project_id: project, id, trace_id: traceId, parent_id: parent, op_name: 'op', started_at: '2026-05-04T10:00:00Z', attributes: {}, inputs: {} }, 'me'))
-        if (r() < 0.8) parts.push(endPart({ project_id: project, id, ended_at: '2026-05-04T10:01:00Z', summary: { usage: usage() } }))
-        else open.push(id)
-      }
-    }
+    const parts: CallPart[] = []
+    randomForest(r, traces, 2, 10, ({ traceId, id, parent }) => {
+      all.push(id)
+      parts.push(startPart({ project_id: project, id, trace_id: traceId, parent_id: parent, op_name: 'op', started_at: '2026-05-04T10:00:00Z', attributes: {}, inputs: {} }, 'me'))
+      if (r() < 0.8) parts.push(endPart({ project_id: project, id, ended_at: '2026-05-04T10:01:00Z', summary: { usage: usage() } }))
+      else open.push(id)
+    })
     return parts
   }
   const strip = (res: { call_usage: Record<string, Record<string, Record<string, unknown>>> }) =>
