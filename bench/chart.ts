@@ -57,7 +57,12 @@ export function barChart(scenarios: Scenarios, title: string): string {
 }
 
 /** One panel of bars (median with min–max whiskers) per labelled row. */
-export function spreadChart(title: string, unit: string, rows: { label: string; min: number; median: number; max: number }[], target?: number): string {
+export function spreadChart(
+  title: string,
+  unit: string,
+  rows: { label: string; min: number; median: number; max: number }[],
+  target?: number,
+): string {
   const width = 560
   const h = 260
   const top = 40
@@ -70,7 +75,8 @@ export function spreadChart(title: string, unit: string, rows: { label: string; 
     const v = (max / 4) * i
     out += `<line x1="${left}" y1="${y(v)}" x2="${width - 20}" y2="${y(v)}" stroke="#eee"/><text x="${left - 4}" y="${y(v) + 4}" text-anchor="end" font-size="10">${Math.round(v)}</text>`
   }
-  if (target !== undefined) out += `<line x1="${left}" y1="${y(target)}" x2="${width - 20}" y2="${y(target)}" stroke="#c53030" stroke-dasharray="4 3"/><text x="${width - 22}" y="${y(target) - 4}" text-anchor="end" font-size="10" fill="#c53030">target ${target}</text>`
+  if (target !== undefined)
+    out += `<line x1="${left}" y1="${y(target)}" x2="${width - 20}" y2="${y(target)}" stroke="#c53030" stroke-dasharray="4 3"/><text x="${width - 22}" y="${y(target) - 4}" text-anchor="end" font-size="10" fill="#c53030">target ${target}</text>`
   rows.forEach((r, i) => {
     const bx = left + i * group + group * 0.25
     const bw = group * 0.5
@@ -87,7 +93,12 @@ export function spreadChart(title: string, unit: string, rows: { label: string; 
  * Latency against data size: one panel per request, one line per system (median), log scale, so a
  * flat line reads as "does not grow with the data".
  */
-export function sizeChart(title: string, sizes: string[], panels: { title: string; series: { label: string; values: (number | null)[] }[] }[], fmt: (v: number) => string = (v) => (v >= 1000 ? v / 1000 + 's' : v + 'ms')): string {
+export function sizeChart(
+  title: string,
+  sizes: string[],
+  panels: { title: string; series: { label: string; values: (number | null)[] }[] }[],
+  fmt: (v: number) => string = (v) => (v >= 1000 ? v / 1000 + 's' : v + 'ms'),
+): string {
   const pw = 300
   const ph = 220
   const top = 50
@@ -110,9 +121,17 @@ export function sizeChart(title: string, sizes: string[], panels: { title: strin
     p.series.forEach((s, si) => {
       const pts = s.values.map((v, i) => (v === null || v <= 0 ? null : `${x(i)},${y(v)}`)).filter(Boolean)
       out += `<polyline points="${pts.join(' ')}" fill="none" stroke="${palette[si % palette.length]}" stroke-width="2"/>`
-      s.values.forEach((v, i) => v !== null && v > 0 && (out += `<circle cx="${x(i)}" cy="${y(v)}" r="3" fill="${palette[si % palette.length]}"/>`))
+      s.values.forEach(
+        (v, i) => v !== null && v > 0 && (out += `<circle cx="${x(i)}" cy="${y(v)}" r="3" fill="${palette[si % palette.length]}"/>`),
+      )
     })
   })
-  const legend = panels[0]?.series.map((s, i) => `<rect x="${left + i * 170}" y="${top + ph + 28}" width="12" height="12" fill="${palette[i % palette.length]}"/><text x="${left + i * 170 + 18}" y="${top + ph + 38}" font-size="11">${esc(s.label)}</text>`).join('') ?? ''
+  const legend =
+    panels[0]?.series
+      .map(
+        (s, i) =>
+          `<rect x="${left + i * 170}" y="${top + ph + 28}" width="12" height="12" fill="${palette[i % palette.length]}"/><text x="${left + i * 170 + 18}" y="${top + ph + 38}" font-size="11">${esc(s.label)}</text>`,
+      )
+      .join('') ?? ''
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${panels.length * (pw + left) + 20}" height="${top + ph + 50}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/>${out}${legend}</svg>\n`
 }

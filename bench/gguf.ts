@@ -53,31 +53,32 @@ class Writer {
   }
 }
 
-type Value = { t: 'u32' | 'i32' | 'f32' | 'bool' | 'str'; v: number | boolean | string } | { t: 'arr'; of: 'str' | 'i32'; v: (string | number)[] }
+type Value =
+  { t: 'u32' | 'i32' | 'f32' | 'bool' | 'str'; v: number | boolean | string } | { t: 'arr'; of: 'str' | 'i32'; v: (string | number)[] }
 
 function writeKv(w: Writer, key: string, val: Value): void {
   w.str(key)
   switch (val.t) {
     case 'u32':
-      w.u32(T.U32), w.u32(val.v as number)
+      ;(w.u32(T.U32), w.u32(val.v as number))
       break
     case 'i32':
-      w.u32(T.I32), w.i32(val.v as number)
+      ;(w.u32(T.I32), w.i32(val.v as number))
       break
     case 'f32':
-      w.u32(T.F32), w.f32(val.v as number)
+      ;(w.u32(T.F32), w.f32(val.v as number))
       break
     case 'bool':
-      w.u32(T.BOOL), w.push(Buffer.from([val.v ? 1 : 0]))
+      ;(w.u32(T.BOOL), w.push(Buffer.from([val.v ? 1 : 0])))
       break
     case 'str':
-      w.u32(T.STRING), w.str(val.v as string)
+      ;(w.u32(T.STRING), w.str(val.v as string))
       break
     case 'arr':
       w.u32(T.ARRAY)
       w.u32(val.of === 'str' ? T.STRING : T.I32)
       w.u64(val.v.length)
-      for (const x of val.v) (val.of === 'str' ? w.str(x as string) : w.i32(x as number))
+      for (const x of val.v) val.of === 'str' ? w.str(x as string) : w.i32(x as number)
   }
 }
 

@@ -30,7 +30,10 @@ const RUNS = Number(flags.runs ?? 3)
 // One wasm worker computes on one core; llama.cpp uses every core: weft runs a replica per core.
 const REPLICAS = Number(flags.replicas ?? os.cpus().length)
 const KEY = 'bench-key'
-const messages = [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'Tell me about looms, weaving and the history of cloth, briefly.' }]
+const messages = [
+  { role: 'system', content: 'You are a helpful assistant.' },
+  { role: 'user', content: 'Tell me about looms, weaving and the history of cloth, briefly.' },
+]
 
 /** The part of node-llama-cpp's API used here (it lives in bench/peer-deps, outside weft's types). */
 interface LlamaSequence {
@@ -55,7 +58,9 @@ interface Sample {
 }
 
 async function main(): Promise<void> {
-  const { getLlama } = (await import(path.join(ROOT_DIR, 'bench', 'peer-deps', 'node_modules', 'node-llama-cpp', 'dist', 'index.js'))) as LlamaApi
+  const { getLlama } = (await import(
+    path.join(ROOT_DIR, 'bench', 'peer-deps', 'node_modules', 'node-llama-cpp', 'dist', 'index.js')
+  )) as LlamaApi
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' })
   const results: Record<string, unknown> = {}
   const curve: Record<string, { weft: (number | null)[]; llama: (number | null)[] }> = {}
@@ -66,14 +71,34 @@ async function main(): Promise<void> {
     const gguf = path.join(dir, 'model.gguf')
     await writeGguf(modelDir, gguf)
     const params = Math.round(statSync(path.join(modelDir, 'model.safetensors')).size / 4)
-    const server = await startWeft({ root: ROOT_DIR, dataDir: path.join(dir, 'data'), key: KEY, cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','), env: { WEFT_ACCESS_LOG: 'false', WEFT_MODEL: modelDir, WEFT_SERVED_MODEL_NAME: 'm', WEFT_MAX_NUM_SEQS: '64', WEFT_MODEL_REPLICAS: String(REPLICAS) } })
+    const server = await startWeft({
+      root: ROOT_DIR,
+      dataDir: path.join(dir, 'data'),
+      key: KEY,
+      cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','),
+      env: {
+        WEFT_ACCESS_LOG: 'false',
+        WEFT_MODEL: modelDir,
+        WEFT_SERVED_MODEL_NAME: 'm',
+        WEFT_MAX_NUM_SEQS: '64',
+        WEFT_MODEL_REPLICAS: String(REPLICAS),
+      },
+    })
     const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }
-    const prompt: number[] = ((await (await fetch(server.url + '/tokenize', { method: 'POST', headers, body: JSON.stringify({ model: 'm', messages }) })).json()) as Json).tokens
+    const prompt: number[] = (
+      (await (
+        await fetch(server.url + '/tokenize', { method: 'POST', headers, body: JSON.stringify({ model: 'm', messages }) })
+      ).json()) as Json
+    ).tokens
 
     /** One streamed completion: time to first token and decode rate. */
     const weftStream = async (): Promise<Sample & { tokens: number }> => {
       const t0 = performance.now()
-      const res = await fetch(server.url + '/v1/chat/completions', { method: 'POST', headers, body: JSON.stringify({ model: 'm', messages, max_tokens: TOKENS, temperature: 0, ignore_eos: true, stream: true }) })
+      const res = await fetch(server.url + '/v1/chat/completions', {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ model: 'm', messages, max_tokens: TOKENS, temperature: 0, ignore_eos: true, stream: true }),
+      })
       const reader = res.body!.getReader()
       let first = 0
       let last = 0
@@ -99,7 +124,13 @@ async function main(): Promise<void> {
       return { ttft_ms: first - t0, decode_tps: (chunks - 1) / ((last - first) / 1000), tokens: chunks }
     }
     const weftGreedy = async (): Promise<number[]> => {
-      const r = (await (await fetch(server.url + '/v1/chat/completions', { method: 'POST', headers, body: JSON.stringify({ model: 'm', messages, max_tokens: 16, temperature: 0, ignore_eos: true, return_token_ids: true }) })).json()) as Json
+      const r = (await (
+        await fetch(server.url + '/v1/chat/completions', {
+          method: 'POST',
+          headers,
+          body: JSON.stringify({ model: 'm', messages, max_tokens: 16, temperature: 0, ignore_eos: true, return_token_ids: true }),
+        })
+      ).json()) as Json
       return r.choices[0].token_ids
     }
 
@@ -144,7 +175,9 @@ async function main(): Promise<void> {
       return out
     }
     const same = JSON.stringify(await weftGreedy()) === JSON.stringify(await llamaGreedy())
-    process.stdout.write(`${name}: ${(params / 1e6).toFixed(2)}M parameters, prompt ${prompt.length} tokens, greedy tokens ${same ? 'identical' : 'DIFFERENT'} on both sides, llama.cpp threads ${threads} ${JSON.stringify(probes)}\n`)
+    process.stdout.write(
+      `${name}: ${(params / 1e6).toFixed(2)}M parameters, prompt ${prompt.length} tokens, greedy tokens ${same ? 'identical' : 'DIFFERENT'} on both sides, llama.cpp threads ${threads} ${JSON.stringify(probes)}\n`,
+    )
 
     // Warm both sides.
     await weftStream()
@@ -162,7 +195,9 @@ async function main(): Promise<void> {
         t = performance.now()
         const l = await Promise.all(Array.from({ length: c }, (_, i) => llamaStream(i)))
         aggregate[c].llama.push(l.reduce((a, x) => a + x.tokens, 0) / ((performance.now() - t) / 1000))
-        process.stdout.write(`  run ${r + 1} c=${c}: weft ${aggregate[c].weft.at(-1)!.toFixed(0)} tok/s, llama.cpp ${aggregate[c].llama.at(-1)!.toFixed(0)} tok/s\n`)
+        process.stdout.write(
+          `  run ${r + 1} c=${c}: weft ${aggregate[c].weft.at(-1)!.toFixed(0)} tok/s, llama.cpp ${aggregate[c].llama.at(-1)!.toFixed(0)} tok/s\n`,
+        )
       }
     }
     const stats = (await (await fetch(server.url + '/admin/stats', { headers })).json()) as Json
@@ -179,11 +214,22 @@ async function main(): Promise<void> {
         weft: { ttft_ms: sp(single.weft.map((s) => s.ttft_ms)), decode_tps: sp(single.weft.map((s) => s.decode_tps)) },
         llama_cpp: { ttft_ms: sp(single.llama.map((s) => s.ttft_ms)), decode_tps: sp(single.llama.map((s) => s.decode_tps)) },
       },
-      aggregate_tps: Object.fromEntries(levels.map((c) => [c, { weft: sp(aggregate[c]!.weft), llama_cpp: sp(aggregate[c]!.llama), weft_over_llama_cpp: round(sp(aggregate[c]!.weft).median / sp(aggregate[c]!.llama).median) }])),
+      aggregate_tps: Object.fromEntries(
+        levels.map((c) => [
+          c,
+          {
+            weft: sp(aggregate[c]!.weft),
+            llama_cpp: sp(aggregate[c]!.llama),
+            weft_over_llama_cpp: round(sp(aggregate[c]!.weft).median / sp(aggregate[c]!.llama).median),
+          },
+        ]),
+      ),
       memory: { weft_server_rss_bytes: stats.memory.rss_bytes, bench_process_rss_bytes_with_llama_cpp: process.memoryUsage().rss },
     }
     const s1 = res.single_stream
-    process.stdout.write(`  single stream: weft TTFT ${s1.weft.ttft_ms.median.toFixed(1)} ms, ${s1.weft.decode_tps.median.toFixed(0)} tok/s; llama.cpp TTFT ${s1.llama_cpp.ttft_ms.median.toFixed(1)} ms, ${s1.llama_cpp.decode_tps.median.toFixed(0)} tok/s\n`)
+    process.stdout.write(
+      `  single stream: weft TTFT ${s1.weft.ttft_ms.median.toFixed(1)} ms, ${s1.weft.decode_tps.median.toFixed(0)} tok/s; llama.cpp TTFT ${s1.llama_cpp.ttft_ms.median.toFixed(1)} ms, ${s1.llama_cpp.decode_tps.median.toFixed(0)} tok/s\n`,
+    )
     results[name] = res
     curve[name] = { weft: levels.map((c) => sp(aggregate[c]!.weft).median), llama: levels.map((c) => sp(aggregate[c]!.llama).median) }
     await ctx.dispose()
@@ -196,11 +242,39 @@ async function main(): Promise<void> {
   mkdirSync(outDir, { recursive: true })
   writeFileSync(
     path.join(outDir, `inference-${stamp}.json`),
-    JSON.stringify({ bench: 'inference', weft_version: VERSION, date: new Date().toISOString(), machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version }, setup: { tokens_per_stream: TOKENS, runs: RUNS, concurrency: levels, weft_replicas: REPLICAS, peer: 'llama.cpp via node-llama-cpp 3.22.1 (prebuilt CPU binary, its default threads), f32 GGUF written from the same safetensors (bench/gguf.ts)' }, results }, null, 2) + '\n',
+    JSON.stringify(
+      {
+        bench: 'inference',
+        weft_version: VERSION,
+        date: new Date().toISOString(),
+        machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
+        setup: {
+          tokens_per_stream: TOKENS,
+          runs: RUNS,
+          concurrency: levels,
+          weft_replicas: REPLICAS,
+          peer: 'llama.cpp via node-llama-cpp 3.22.1 (prebuilt CPU binary, its default threads), f32 GGUF written from the same safetensors (bench/gguf.ts)',
+        },
+        results,
+      },
+      null,
+      2,
+    ) + '\n',
   )
   writeFileSync(
     path.join(outDir, `inference-${stamp}.svg`),
-    sizeChart('Aggregate decode tokens/s against concurrent streams (median, log scale)', levels.map(String), Object.entries(curve).map(([m, c]) => ({ title: m, series: [{ label: 'weft (TF.js)', values: c.weft }, { label: 'llama.cpp', values: c.llama }] })), (v) => `${v}`),
+    sizeChart(
+      'Aggregate decode tokens/s against concurrent streams (median, log scale)',
+      levels.map(String),
+      Object.entries(curve).map(([m, c]) => ({
+        title: m,
+        series: [
+          { label: 'weft (TF.js)', values: c.weft },
+          { label: 'llama.cpp', values: c.llama },
+        ],
+      })),
+      (v) => `${v}`,
+    ),
   )
   process.stdout.write(`wrote bench/results/inference-${stamp}.json and .svg\n`)
   process.exit(0)

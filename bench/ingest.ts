@@ -39,12 +39,35 @@ function body(calls: number): string {
   for (let i = 0; i < calls; i++) {
     const id = hex(16)
     const model = MODELS[i % MODELS.length]!
-    batch.push({ mode: 'start', req: { start: { project_id: 'bench/ingest', id, trace_id: trace, op_name: 'weave:///bench/ingest/op/chat:v1', started_at: t, attributes: { weave: { source: 'bench' } }, inputs: { model, messages: [{ role: 'user', content: 'q'.repeat(1000) }] } } } })
-    batch.push({ mode: 'end', req: { end: { project_id: 'bench/ingest', id, ended_at: t, output: { content: 'a'.repeat(1000) }, summary: { usage: { [model]: { prompt_tokens: 250, completion_tokens: 120, total_tokens: 370, requests: 1 } } } } } })
+    batch.push({
+      mode: 'start',
+      req: {
+        start: {
+          project_id: 'bench/ingest',
+          id,
+          trace_id: trace,
+          op_name: 'weave:///bench/ingest/op/chat:v1',
+          started_at: t,
+          attributes: { weave: { source: 'bench' } },
+          inputs: { model, messages: [{ role: 'user', content: 'q'.repeat(1000) }] },
+        },
+      },
+    })
+    batch.push({
+      mode: 'end',
+      req: {
+        end: {
+          project_id: 'bench/ingest',
+          id,
+          ended_at: t,
+          output: { content: 'a'.repeat(1000) },
+          summary: { usage: { [model]: { prompt_tokens: 250, completion_tokens: 120, total_tokens: 370, requests: 1 } } },
+        },
+      },
+    })
   }
   return JSON.stringify({ batch })
 }
-
 
 /** The writers run in a worker pinned (with this process) to CPU 1. */
 const WRITER = `
@@ -64,7 +87,6 @@ function load(url: string, bodies: string[], calls: number, seconds: number): Pr
   })
 }
 
-
 async function main(): Promise<void> {
   if (os.cpus().length > 1) spawn('taskset', ['-p', '-c', String(loadCpu), String(process.pid)], { stdio: 'ignore' })
   const results: Record<string, unknown> = {}
@@ -73,7 +95,12 @@ async function main(): Promise<void> {
     const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, cpus: serverCpus, env: { WEFT_ACCESS_LOG: 'true' } })
     const url = server.url
     const bodies = Array.from({ length: Math.max(4, Math.ceil(200 / b) * writers) }, () => body(b))
-    const stats = async (reset: boolean) => (await (await fetch(`${url}/admin/stats${reset ? '?reset=true' : ''}`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as { event_loop_delay_ms: { p50: number; p99: number; max: number }; memory: { rss_bytes: number }; calls: Record<string, number> }
+    const stats = async (reset: boolean) =>
+      (await (await fetch(`${url}/admin/stats${reset ? '?reset=true' : ''}`, { headers: { authorization: `Bearer ${KEY}` } })).json()) as {
+        event_loop_delay_ms: { p50: number; p99: number; max: number }
+        memory: { rss_bytes: number }
+        calls: Record<string, number>
+      }
     await load(url, bodies, b, 2) // warm-up
     const per: { calls_per_s: number; errors: number; eld_p50_ms: number; eld_p99_ms: number; eld_max_ms: number; rss_mb: number }[] = []
     for (let r = 0; r < runs; r++) {
@@ -89,7 +116,9 @@ async function main(): Promise<void> {
         rss_mb: Math.round(st.memory.rss_bytes / 2 ** 20),
       }
       per.push(row)
-      process.stdout.write(`batch ${b}: run ${r + 1}: ${row.calls_per_s} calls/s, event loop p99 ${row.eld_p99_ms} ms, RSS ${row.rss_mb} MB, errors ${row.errors}\n`)
+      process.stdout.write(
+        `batch ${b}: run ${r + 1}: ${row.calls_per_s} calls/s, event loop p99 ${row.eld_p99_ms} ms, RSS ${row.rss_mb} MB, errors ${row.errors}\n`,
+      )
     }
     const final = await stats(false)
     results[`batch_${b}`] = {
@@ -110,13 +139,34 @@ async function main(): Promise<void> {
     weft_version: VERSION,
     date: new Date().toISOString(),
     machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
-    setup: { endpoint: '/call/upsert_batch', durability: 'fdatasync per group commit', writers, duration_s: duration, runs, server_cpus: serverCpus, load_cpu: loadCpu, access_log: true, target_calls_per_s: 50_000 },
+    setup: {
+      endpoint: '/call/upsert_batch',
+      durability: 'fdatasync per group commit',
+      writers,
+      duration_s: duration,
+      runs,
+      server_cpus: serverCpus,
+      load_cpu: loadCpu,
+      access_log: true,
+      target_calls_per_s: 50_000,
+    },
     results,
   }
   const base = path.join(outDir, `ingest-${stamp}`)
   writeFileSync(base + '.json', JSON.stringify(doc, null, 2) + '\n')
-  const rows = batches.map((b) => ({ label: `batches of ${b}`, ...(results[`batch_${b}`] as { calls_per_s: { min: number; median: number; max: number } }).calls_per_s }))
-  writeFileSync(base + '.svg', spreadChart(`weft ${VERSION} ingest, durable, ${writers} writers, server CPUs ${serverCpus}, ${runs}×${duration}s`, 'calls/s', rows, 50_000))
+  const rows = batches.map((b) => ({
+    label: `batches of ${b}`,
+    ...(results[`batch_${b}`] as { calls_per_s: { min: number; median: number; max: number } }).calls_per_s,
+  }))
+  writeFileSync(
+    base + '.svg',
+    spreadChart(
+      `weft ${VERSION} ingest, durable, ${writers} writers, server CPUs ${serverCpus}, ${runs}×${duration}s`,
+      'calls/s',
+      rows,
+      50_000,
+    ),
+  )
   process.stdout.write(`wrote ${base}.json and .svg\n`)
 }
 

@@ -64,22 +64,40 @@ async function main(): Promise<void> {
     const after = { segments: store.segments.length, bytes: store.segments.reduce((a, s) => a + s.bytes, 0) }
     const files = store.segments.map((s) => path.join(dir, 'calls', s.file))
     await store.close()
-    process.stdout.write(`  compaction: ${(compaction.ms / 1000).toFixed(1)} s, ${after.segments} segment, ${(after.bytes / n).toFixed(1)} bytes/call\n`)
+    process.stdout.write(
+      `  compaction: ${(compaction.ms / 1000).toFixed(1)} s, ${after.segments} segment, ${(after.bytes / n).toFixed(1)} bytes/call\n`,
+    )
 
-    const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','), env: { WEFT_ACCESS_LOG: 'false' } })
+    const server = await startWeft({
+      root: ROOT_DIR,
+      dataDir: dir,
+      key: KEY,
+      cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','),
+      env: { WEFT_ACCESS_LOG: 'false' },
+    })
     const auth = 'Basic ' + Buffer.from('api:' + KEY).toString('base64')
     const weft = async () => {
-      const r = await fetch(server.url + '/calls/stream_query', { method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: JSON.stringify(QUERY) })
+      const r = await fetch(server.url + '/calls/stream_query', {
+        method: 'POST',
+        headers: { authorization: auth, 'content-type': 'application/json' },
+        body: JSON.stringify(QUERY),
+      })
       const text = await r.text()
       if (r.status !== 200) throw new Error(`weft answered ${r.status}: ${text.slice(0, 300)}`)
-      return text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { id: string })
+      return text
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { id: string })
     }
     const db = await DuckDBInstance.create(':memory:')
     const conn = await db.connect()
     const peer = async () => {
       const res = await conn.runAndReadAll(PEER_SQL(files), [PROJECT, OP, MIN_LATENCY_MS])
       // The peer also turns its rows into JSON text, as weft does for the wire.
-      return res.getRowObjectsJson().map((r) => JSON.stringify(r)).map((l) => JSON.parse(l) as { id: string })
+      return res
+        .getRowObjectsJson()
+        .map((r) => JSON.stringify(r))
+        .map((l) => JSON.parse(l) as { id: string })
     }
     // Warm both (file metadata, caches), and check they agree.
     const [w0, p0] = [await weft(), await peer()]
@@ -97,7 +115,9 @@ async function main(): Promise<void> {
     rmSync(dir, { recursive: true, force: true })
     const w = spread(wm.map((x) => Math.round(x * 10) / 10))
     const p = spread(pm.map((x) => Math.round(x * 10) / 10))
-    process.stdout.write(`  weft ${w.min}/${w.median}/${w.max} ms, DuckDB ${p.min}/${p.median}/${p.max} ms, ratio ${(w.median / p.median).toFixed(2)}\n`)
+    process.stdout.write(
+      `  weft ${w.min}/${w.median}/${w.max} ms, DuckDB ${p.min}/${p.median}/${p.max} ms, ratio ${(w.median / p.median).toFixed(2)}\n`,
+    )
     results[String(n)] = {
       calls: n,
       rows_returned: w0.length,
@@ -125,7 +145,10 @@ async function main(): Promise<void> {
   }
   const base = path.join(outDir, `query-${stamp}`)
   writeFileSync(base + '.json', JSON.stringify(doc, null, 2) + '\n')
-  writeFileSync(base + '.svg', spreadChart(`weft ${VERSION} /calls/stream_query, page of 100 (filter, $expr, sort) vs DuckDB on the same Parquet`, 'ms', rows))
+  writeFileSync(
+    base + '.svg',
+    spreadChart(`weft ${VERSION} /calls/stream_query, page of 100 (filter, $expr, sort) vs DuckDB on the same Parquet`, 'ms', rows),
+  )
   process.stdout.write(`wrote ${base}.json and .svg\n`)
 }
 

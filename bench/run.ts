@@ -23,7 +23,16 @@ interface Scenario {
   lua?: string
 }
 
-const GEO_IPS = ['8.8.8.8', '1.1.1.1', '81.2.69.160', '203.0.113.9', '2001:4860:4860::8888', '2a00:1450:4001:81b::200e', '5.62.60.1', '196.25.1.1']
+const GEO_IPS = [
+  '8.8.8.8',
+  '1.1.1.1',
+  '81.2.69.160',
+  '203.0.113.9',
+  '2001:4860:4860::8888',
+  '2a00:1450:4001:81b::200e',
+  '5.62.60.1',
+  '196.25.1.1',
+]
 
 const SCENARIOS: Scenario[] = [
   { name: 'health', path: '/health' },
@@ -46,7 +55,6 @@ interface Run {
   errors: number
 }
 
-
 const { flags } = parseFlags(process.argv.slice(2))
 /** Access logs on (the default, as users run it) or off, for both servers alike. */
 const accessLog = flags['access-log'] ?? 'true'
@@ -57,7 +65,6 @@ const wanted = (flags.scenarios ?? SCENARIOS.map((s) => s.name).join(',')).split
 const cpus = os.cpus().length
 const serverCpu = '0'
 const loadCpu = cpus > 1 ? '1' : '0'
-
 
 async function waitReady(url: string): Promise<void> {
   const until = Date.now() + 30_000
@@ -78,7 +85,10 @@ async function startTarget(name: string, script: string): Promise<{ name: string
   const dir = mkdtempSync(path.join(os.tmpdir(), `weft-bench-${name}-`))
   // Same settings for both, access logs included: they are part of the work a request costs.
   const args = ['-c', serverCpu, process.execPath, script, ...(name === 'weft' ? ['serve'] : []), '--port', String(port), '--data-dir', dir]
-  const proc = spawn('taskset', args, { env: { ...process.env, WEFT_API_KEY: 'bench-key', WEFT_ACCESS_LOG: accessLog }, stdio: ['ignore', 'ignore', 'inherit'] })
+  const proc = spawn('taskset', args, {
+    env: { ...process.env, WEFT_API_KEY: 'bench-key', WEFT_ACCESS_LOG: accessLog },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  })
   const url = `http://127.0.0.1:${port}`
   await waitReady(url)
   return { name, url, proc, dir }
@@ -122,10 +132,14 @@ function runAutocannon(url: string, sc: Scenario, seconds: number): Run {
   const out = spawnSync('taskset', ['-c', loadCpu, process.execPath, bin, '-j', '-c', String(connections), '-d', String(seconds), target], {
     encoding: 'utf8',
   })
-  const j = JSON.parse(out.stdout) as { requests: { average: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number }
+  const j = JSON.parse(out.stdout) as {
+    requests: { average: number }
+    latency: { p50: number; p99: number }
+    non2xx: number
+    errors: number
+  }
   return { rps: j.requests.average, p50_ms: j.latency.p50, p99_ms: j.latency.p99, errors: j.non2xx + j.errors }
 }
-
 
 const round = (x: number, d = 3) => Math.round(x * 10 ** d) / 10 ** d
 
@@ -146,7 +160,9 @@ async function main(): Promise<void> {
         for (const t of i % 2 ? [...targets].reverse() : targets) {
           const r = (useWrk ? runWrk : runAutocannon)(t.url, sc, duration)
           per[t.name]!.push(r)
-          process.stdout.write(`${sc.name} ${t.name} run ${i + 1}: ${Math.round(r.rps)} req/s p50 ${r.p50_ms} ms p99 ${r.p99_ms} ms errors ${r.errors}\n`)
+          process.stdout.write(
+            `${sc.name} ${t.name} run ${i + 1}: ${Math.round(r.rps)} req/s p50 ${r.p50_ms} ms p99 ${r.p99_ms} ms errors ${r.errors}\n`,
+          )
         }
       }
       const summary = (rs: Run[]) => ({
@@ -164,7 +180,9 @@ async function main(): Promise<void> {
         ratio_rps_median: round(w.rps.median / n.rps.median),
         ratio_p99_median: round(w.p99_ms.median / n.p99_ms.median),
       }
-      process.stdout.write(`${sc.name}: weft/node:http req/s ratio ${round(w.rps.median / n.rps.median, 2)} (medians ${Math.round(w.rps.median)} / ${Math.round(n.rps.median)})\n`)
+      process.stdout.write(
+        `${sc.name}: weft/node:http req/s ratio ${round(w.rps.median / n.rps.median, 2)} (medians ${Math.round(w.rps.median)} / ${Math.round(n.rps.median)})\n`,
+      )
     }
   } finally {
     for (const t of targets) {
@@ -196,7 +214,10 @@ async function main(): Promise<void> {
   }
   const base = path.join(outDir, `frontend-${stamp}`)
   writeFileSync(base + '.json', JSON.stringify(doc, null, 2) + '\n')
-  writeFileSync(base + '.svg', barChart(doc.scenarios as never, `weft ${VERSION} front end vs node:http — ${runs}×${duration}s, ${connections} connections`))
+  writeFileSync(
+    base + '.svg',
+    barChart(doc.scenarios as never, `weft ${VERSION} front end vs node:http — ${runs}×${duration}s, ${connections} connections`),
+  )
   process.stdout.write(`wrote ${base}.json and .svg\n`)
 }
 

@@ -88,11 +88,17 @@ const chSql = {
   usage: (g: number, lo: string, hi: string) => `SELECT toStartOfInterval(started_at, INTERVAL ${g} SECOND) AS b, u.model AS model,
       sum(ifNull(u.prompt_tokens, 0) + ifNull(u.input_tokens, 0)), sum(ifNull(u.completion_tokens, 0) + ifNull(u.output_tokens, 0)), sum(u.total_tokens)
     FROM calls ARRAY JOIN usage AS u WHERE project_id = '${PROJECT}' AND started_at >= '${lo}' AND started_at < '${hi}' GROUP BY b, model FORMAT Null`,
-  calls: (g: number, lo: string, hi: string) => `SELECT toStartOfInterval(started_at, INTERVAL ${g} SECOND) AS b, count(), countIf(exception IS NOT NULL),
+  calls: (
+    g: number,
+    lo: string,
+    hi: string,
+  ) => `SELECT toStartOfInterval(started_at, INTERVAL ${g} SECOND) AS b, count(), countIf(exception IS NOT NULL),
       quantiles(0.5, 0.95, 0.99)(dateDiff('millisecond', started_at, ended_at))
     FROM calls WHERE project_id = '${PROJECT}' AND started_at >= '${lo}' AND started_at < '${hi}' GROUP BY b FORMAT Null`,
   count: `SELECT count() FROM calls WHERE project_id = '${PROJECT}' AND op_name = '${OP}' FORMAT Null`,
-  usage100: (ids: string[]) => `SELECT r.id, u.model, sum(ifNull(u.prompt_tokens, 0) + ifNull(u.input_tokens, 0)), sum(ifNull(u.completion_tokens, 0) + ifNull(u.output_tokens, 0))
+  usage100: (
+    ids: string[],
+  ) => `SELECT r.id, u.model, sum(ifNull(u.prompt_tokens, 0) + ifNull(u.input_tokens, 0)), sum(ifNull(u.completion_tokens, 0) + ifNull(u.output_tokens, 0))
     FROM calls ARRAY JOIN usage AS u INNER JOIN (SELECT id, trace_id FROM calls WHERE id IN (${ids.map((i) => `'${i}'`).join(', ')})) AS r ON calls.trace_id = r.trace_id
     WHERE calls.trace_id IN (SELECT trace_id FROM calls WHERE id IN (${ids.map((i) => `'${i}'`).join(', ')})) GROUP BY r.id, u.model FORMAT Null`,
 }
@@ -107,7 +113,11 @@ async function main(): Promise<void> {
     const made = path.join(dir, 'generated.json')
     let gen: { ms: number }, compaction: { ms: number }, now: number
     if (keepDir && existsSync(made)) {
-      ;({ gen, compaction, now } = JSON.parse(readFileSync(made, 'utf8')) as { gen: { ms: number }; compaction: { ms: number }; now: number })
+      ;({ gen, compaction, now } = JSON.parse(readFileSync(made, 'utf8')) as {
+        gen: { ms: number }
+        compaction: { ms: number }
+        now: number
+      })
       // The rollups are derived data: kept from the last run unless asked (a server of another rollup format rebuilds them anyway).
       if (flags['rebuild-rollups']) rmSync(path.join(dir, 'rollups'), { recursive: true, force: true })
       process.stdout.write(`${n} calls: reusing ${dir} (made ${new Date(now).toISOString()})\n`)
@@ -115,7 +125,9 @@ async function main(): Promise<void> {
       rmSync(dir, { recursive: true, force: true })
       mkdirSync(dir, { recursive: true })
       now = Date.now()
-      gen = await timed(() => genCalls({ dataDir: dir, calls: n, project: PROJECT, days: 30, ops: 20, models: 5, traceSize: 100, end: new Date(now) }))
+      gen = await timed(() =>
+        genCalls({ dataDir: dir, calls: n, project: PROJECT, days: 30, ops: 20, models: 5, traceSize: 100, end: new Date(now) }),
+      )
       process.stdout.write(`${n} calls: generated in ${(gen.ms / 1000).toFixed(1)} s\n`)
       const store = await CallStore.open(dir, { flushIntervalMs: 0 })
       compaction = await timed(() => store.compact())
@@ -127,7 +139,9 @@ async function main(): Promise<void> {
     const files = store.segments.map((s) => path.join(dir, 'calls', s.file))
     const bytes = store.segments.reduce((a, s) => a + s.bytes, 0)
     await store.close()
-    process.stdout.write(`  compaction ${(compaction.ms / 1000).toFixed(1)} s, ${files.length} segments, ${(bytes / n).toFixed(1)} bytes/call\n`)
+    process.stdout.write(
+      `  compaction ${(compaction.ms / 1000).toFixed(1)} s, ${files.length} segments, ${(bytes / n).toFixed(1)} bytes/call\n`,
+    )
 
     // ClickHouse loads first: chdb's calls are synchronous, and a blocked event loop would leave
     // idle sockets to the server unreaped.
@@ -138,15 +152,24 @@ async function main(): Promise<void> {
       ch = new chdb.Session(chDir)
       const t = performance.now()
       const cols = `assumeNotNull(project_id) AS project_id, id, trace_id, parent_id, op_name, assumeNotNull(started_at) AS started_at, ended_at, exception, usage`
-      ch.query(`CREATE TABLE calls ENGINE = MergeTree ORDER BY (project_id, started_at) AS SELECT ${cols} FROM file('${files[0]}', Parquet) WHERE deleted_at IS NULL AND started_at IS NOT NULL`)
-      for (const f of files.slice(1)) ch.query(`INSERT INTO calls SELECT ${cols} FROM file('${f}', Parquet) WHERE deleted_at IS NULL AND started_at IS NOT NULL`)
+      ch.query(
+        `CREATE TABLE calls ENGINE = MergeTree ORDER BY (project_id, started_at) AS SELECT ${cols} FROM file('${files[0]}', Parquet) WHERE deleted_at IS NULL AND started_at IS NOT NULL`,
+      )
+      for (const f of files.slice(1))
+        ch.query(`INSERT INTO calls SELECT ${cols} FROM file('${f}', Parquet) WHERE deleted_at IS NULL AND started_at IS NOT NULL`)
       ch.query('OPTIMIZE TABLE calls FINAL')
       chLoadS = (performance.now() - t) / 1000
       process.stdout.write(`  ClickHouse MergeTree load ${chLoadS.toFixed(1)} s\n`)
     }
 
     const rollupsFound = existsSync(path.join(dir, 'rollups', 'rollups.duckdb'))
-    const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','), env: { WEFT_ACCESS_LOG: 'false' } })
+    const server = await startWeft({
+      root: ROOT_DIR,
+      dataDir: dir,
+      key: KEY,
+      cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','),
+      env: { WEFT_ACCESS_LOG: 'false' },
+    })
     const auth = { authorization: 'Basic ' + Buffer.from('api:' + KEY).toString('base64'), 'content-type': 'application/json' }
     const post = async (p: string, body: unknown) => {
       const r = await fetch(server.url + p, { method: 'POST', headers: auth, body: JSON.stringify(body) })
@@ -163,7 +186,13 @@ async function main(): Promise<void> {
     const db = await DuckDBInstance.create(':memory:')
     const conn: DuckDBConnection = await db.connect()
     const dq = duckSql(files)
-    const rootIds = (await conn.runAndReadAll(`SELECT id FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}]) WHERE parent_id IS NULL ORDER BY id DESC LIMIT 100`)).getRowObjectsJS().map((r) => String(r.id))
+    const rootIds = (
+      await conn.runAndReadAll(
+        `SELECT id FROM read_parquet([${files.map((f) => `'${f}'`).join(', ')}]) WHERE parent_id IS NULL ORDER BY id DESC LIMIT 100`,
+      )
+    )
+      .getRowObjectsJS()
+      .map((r) => String(r.id))
     const { listValue, timestampValue } = await import('@duckdb/node-api')
     const tsv = (ms: number) => timestampValue(BigInt(ms) * 1000n)
 
@@ -175,11 +204,16 @@ async function main(): Promise<void> {
           await conn.runAndReadAll(dq.usage(86400), p)
           await conn.runAndReadAll(dq.calls(86400), p)
         },
-        clickhouse: ch ? () => {
-          const [lo, hi] = [new Date(now - 30 * DAY).toISOString().slice(0, 19).replace('T', ' '), new Date(now).toISOString().slice(0, 19).replace('T', ' ')]
-          ch!.query(chSql.usage(86400, lo, hi))
-          ch!.query(chSql.calls(86400, lo, hi))
-        } : undefined,
+        clickhouse: ch
+          ? () => {
+              const [lo, hi] = [
+                new Date(now - 30 * DAY).toISOString().slice(0, 19).replace('T', ' '),
+                new Date(now).toISOString().slice(0, 19).replace('T', ' '),
+              ]
+              ch!.query(chSql.usage(86400, lo, hi))
+              ch!.query(chSql.calls(86400, lo, hi))
+            }
+          : undefined,
       },
       stats_24h: {
         weft: () => post('/calls/stats', statsBody(now - DAY, now)),
@@ -188,11 +222,16 @@ async function main(): Promise<void> {
           await conn.runAndReadAll(dq.usage(21600), p)
           await conn.runAndReadAll(dq.calls(21600), p)
         },
-        clickhouse: ch ? () => {
-          const [lo, hi] = [new Date(now - DAY).toISOString().slice(0, 19).replace('T', ' '), new Date(now).toISOString().slice(0, 19).replace('T', ' ')]
-          ch!.query(chSql.usage(21600, lo, hi))
-          ch!.query(chSql.calls(21600, lo, hi))
-        } : undefined,
+        clickhouse: ch
+          ? () => {
+              const [lo, hi] = [
+                new Date(now - DAY).toISOString().slice(0, 19).replace('T', ' '),
+                new Date(now).toISOString().slice(0, 19).replace('T', ' '),
+              ]
+              ch!.query(chSql.usage(21600, lo, hi))
+              ch!.query(chSql.calls(21600, lo, hi))
+            }
+          : undefined,
       },
       count_op: {
         weft: () => post('/calls/query_stats', { project_id: PROJECT, filter: { op_names: [OP] } }),
@@ -236,10 +275,20 @@ async function main(): Promise<void> {
           times.clickhouse!.push((await timed(async () => c.clickhouse!())).ms)
         }
       }
-      const s: Record<string, Spread> = Object.fromEntries(Object.entries(times).map(([k, v]) => [k, spread(v.map((x) => Math.round(x * 10) / 10))]))
-      const ratios = Object.fromEntries(Object.keys(s).filter((k) => k !== 'weft').map((k) => [`weft_over_${k}`, Math.round((s.weft!.median / s[k]!.median) * 1000) / 1000]))
+      const s: Record<string, Spread> = Object.fromEntries(
+        Object.entries(times).map(([k, v]) => [k, spread(v.map((x) => Math.round(x * 10) / 10))]),
+      )
+      const ratios = Object.fromEntries(
+        Object.keys(s)
+          .filter((k) => k !== 'weft')
+          .map((k) => [`weft_over_${k}`, Math.round((s.weft!.median / s[k]!.median) * 1000) / 1000]),
+      )
       sizeResult[name] = { ms: s, ratios, target_ms: TARGET_MS[name], runs: times }
-      process.stdout.write(`  ${name}: ${Object.entries(s).map(([k, v]) => `${k} ${v.min}/${v.median}/${v.max} ms`).join(', ')}; ${JSON.stringify(ratios)}\n`)
+      process.stdout.write(
+        `  ${name}: ${Object.entries(s)
+          .map(([k, v]) => `${k} ${v.min}/${v.median}/${v.max} ms`)
+          .join(', ')}; ${JSON.stringify(ratios)}\n`,
+      )
       curve[name] ??= {}
       for (const k of ['weft', 'duckdb', 'clickhouse']) {
         curve[name]![k] ??= sizes.map(() => null)
@@ -267,7 +316,11 @@ async function main(): Promise<void> {
         weft_version: VERSION,
         date: new Date().toISOString(),
         machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
-        setup: { data: '30 days, 20 ops, 5 models, traces of 100 calls, 1% errors (scripts/gen-calls)', runs, peers: 'DuckDB (@duckdb/node-api) on the compacted Parquet; ClickHouse (chdb) MergeTree loaded from it' },
+        setup: {
+          data: '30 days, 20 ops, 5 models, traces of 100 calls, 1% errors (scripts/gen-calls)',
+          runs,
+          peers: 'DuckDB (@duckdb/node-api) on the compacted Parquet; ClickHouse (chdb) MergeTree loaded from it',
+        },
         results,
       },
       null,
@@ -277,10 +330,16 @@ async function main(): Promise<void> {
   const label = (n: number) => (n >= 1e6 ? `${n / 1e6}M` : `${n / 1e3}k`)
   writeFileSync(
     base + '.svg',
-    sizeChart(`weft ${VERSION} statistics: median latency against calls in the project`, sizes.map(label), (Object.keys(curve) as Req[]).map((name) => ({
-      title: `${name} (target ${TARGET_MS[name]} ms)`,
-      series: Object.entries(curve[name]!).filter(([, v]) => v.some((x) => x !== null)).map(([label, values]) => ({ label, values })),
-    }))),
+    sizeChart(
+      `weft ${VERSION} statistics: median latency against calls in the project`,
+      sizes.map(label),
+      (Object.keys(curve) as Req[]).map((name) => ({
+        title: `${name} (target ${TARGET_MS[name]} ms)`,
+        series: Object.entries(curve[name]!)
+          .filter(([, v]) => v.some((x) => x !== null))
+          .map(([label, values]) => ({ label, values })),
+      })),
+    ),
   )
   process.stdout.write(`wrote ${base}.json and .svg\n`)
 }

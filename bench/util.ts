@@ -36,14 +36,24 @@ export interface BenchServer {
  * Starts `weft serve` from dist on a free port, pinned to `cpus` (taskset), and waits until it answers.
  * WEFT_BENCH_NODE_ARGS adds node flags (e.g. --cpu-prof).
  */
-export async function startWeft(opts: { root: string; dataDir: string; key: string; cpus: string; env?: Record<string, string> }): Promise<BenchServer> {
+export async function startWeft(opts: {
+  root: string
+  dataDir: string
+  key: string
+  cpus: string
+  env?: Record<string, string>
+}): Promise<BenchServer> {
   const port = await freePort()
   const nodeArgs = (process.env.WEFT_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)
   const main = path.join(opts.root, 'dist', 'src', 'main.js')
-  const proc = spawn('taskset', ['-c', opts.cpus, process.execPath, ...nodeArgs, main, 'serve', '--port', String(port), '--data-dir', opts.dataDir], {
-    env: { ...process.env, WEFT_API_KEY: opts.key, ...opts.env },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  })
+  const proc = spawn(
+    'taskset',
+    ['-c', opts.cpus, process.execPath, ...nodeArgs, main, 'serve', '--port', String(port), '--data-dir', opts.dataDir],
+    {
+      env: { ...process.env, WEFT_API_KEY: opts.key, ...opts.env },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  )
   const url = `http://127.0.0.1:${port}`
   for (let i = 0; ; i++) {
     try {

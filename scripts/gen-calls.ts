@@ -18,7 +18,16 @@ import { parseFlags } from '../src/config.js'
 
 const PER_SEGMENT = 500_000
 /** Models with prices in the default book, so costs are realistic too. */
-const MODEL_NAMES = ['gpt-4o', 'gpt-4o-mini', 'claude-3-5-sonnet-20241022', 'gemini-2.0-flash', 'o3-mini', 'gpt-4.1', 'claude-3-5-haiku-20241022', 'gpt-4.1-mini']
+const MODEL_NAMES = [
+  'gpt-4o',
+  'gpt-4o-mini',
+  'claude-3-5-sonnet-20241022',
+  'gemini-2.0-flash',
+  'o3-mini',
+  'gpt-4.1',
+  'claude-3-5-haiku-20241022',
+  'gpt-4.1-mini',
+]
 
 export interface GenOptions {
   dataDir: string
@@ -50,7 +59,9 @@ export async function genCalls(o: GenOptions): Promise<Segment[]> {
   await c.run(`CREATE MACRO start_us(i) AS ${endUs - spanUs}::BIGINT + (i * ${spanUs}::HUGEINT // ${o.calls})::BIGINT`)
   await c.run(`CREATE MACRO uid(i, salt) AS format('{:08x}-{:04x}-7{:03x}-{:04x}-{:012x}', (start_us(i) // 1000) >> 16, (start_us(i) // 1000) & 65535,
     hash(i + salt) % 4096, 32768 + hash(i * 3 + salt) % 16384, hash(i * 5 + salt) % 281474976710656)`)
-  const modelList = `[${MODEL_NAMES.slice(0, models).map((m) => `'${m}'`).join(', ')}]`
+  const modelList = `[${MODEL_NAMES.slice(0, models)
+    .map((m) => `'${m}'`)
+    .join(', ')}]`
   const trace = o.traceSize ?? 10
   const segments: Segment[] = []
   let next = 1
@@ -102,10 +113,22 @@ export async function genCalls(o: GenOptions): Promise<Segment[]> {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { flags } = parseFlags(process.argv.slice(2))
   if (!flags['data-dir'] || !flags.calls) {
-    process.stderr.write('usage: gen-calls --data-dir DIR --calls N [--days 30] [--ops 20] [--models 5] [--trace-size 10] [--project e/p]\n')
+    process.stderr.write(
+      'usage: gen-calls --data-dir DIR --calls N [--days 30] [--ops 20] [--models 5] [--trace-size 10] [--project e/p]\n',
+    )
     process.exit(2)
   }
   const t = performance.now()
-  const segs = await genCalls({ dataDir: flags['data-dir'], calls: Number(flags.calls), days: flags.days ? Number(flags.days) : undefined, ops: flags.ops ? Number(flags.ops) : undefined, models: flags.models ? Number(flags.models) : undefined, project: flags.project, traceSize: flags['trace-size'] ? Number(flags['trace-size']) : undefined })
-  process.stdout.write(`${segs.length} segments, ${segs.reduce((a, s) => a + s.bytes, 0)} bytes in ${((performance.now() - t) / 1000).toFixed(1)} s\n`)
+  const segs = await genCalls({
+    dataDir: flags['data-dir'],
+    calls: Number(flags.calls),
+    days: flags.days ? Number(flags.days) : undefined,
+    ops: flags.ops ? Number(flags.ops) : undefined,
+    models: flags.models ? Number(flags.models) : undefined,
+    project: flags.project,
+    traceSize: flags['trace-size'] ? Number(flags['trace-size']) : undefined,
+  })
+  process.stdout.write(
+    `${segs.length} segments, ${segs.reduce((a, s) => a + s.bytes, 0)} bytes in ${((performance.now() - t) / 1000).toFixed(1)} s\n`,
+  )
 }

@@ -12,7 +12,9 @@ import { makeTinyModel } from '../src/inference/tiny-model.js'
 const { flags, positional } = parseFlags(process.argv.slice(2))
 const dir = positional[0]
 if (!dir) {
-  process.stderr.write('usage: make-tiny-model DIR [--arch llama|qwen2] [--hidden N] [--layers N] [--heads N] [--kv-heads N] [--intermediate N] [--seed N] [--untied]\n')
+  process.stderr.write(
+    'usage: make-tiny-model DIR [--arch llama|qwen2] [--hidden N] [--layers N] [--heads N] [--kv-heads N] [--intermediate N] [--seed N] [--untied]\n',
+  )
   process.exit(2)
 }
 const num = (k: string) => (flags[k] === undefined ? undefined : Number(flags[k]))

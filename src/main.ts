@@ -67,10 +67,25 @@ function printKeys(keys: ReturnType<typeof keyInfoJson>[]): void {
     process.stdout.write('no keys\n')
     return
   }
-  const rows = keys.map((k) => [k.key_id, k.prefix + '…', k.user_id, k.is_admin ? 'admin' : '', k.entities?.join(',') ?? '*', k.created_at, k.revoked_at ? `revoked ${k.revoked_at}` : 'active', k.name])
+  const rows = keys.map((k) => [
+    k.key_id,
+    k.prefix + '…',
+    k.user_id,
+    k.is_admin ? 'admin' : '',
+    k.entities?.join(',') ?? '*',
+    k.created_at,
+    k.revoked_at ? `revoked ${k.revoked_at}` : 'active',
+    k.name,
+  ])
   const head = ['ID', 'KEY', 'USER', 'ROLE', 'ENTITIES', 'CREATED', 'STATE', 'NAME']
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
-  for (const r of [head, ...rows]) process.stdout.write(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n')
+  for (const r of [head, ...rows])
+    process.stdout.write(
+      r
+        .map((c, i) => c.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd() + '\n',
+    )
 }
 
 /** Talks to the running server that holds the catalog. */
@@ -81,7 +96,8 @@ async function viaServer(dataDir: string, apiKey: string | undefined, method: st
   } catch {
     throw new Error(`the catalog in ${dataDir} is locked by another process, and no running weft server is recorded there`)
   }
-  if (!apiKey) throw new Error(`a weft server (${url}) holds the catalog; pass an admin key with WEFT_API_KEY or --api-key to manage keys through it`)
+  if (!apiKey)
+    throw new Error(`a weft server (${url}) holds the catalog; pass an admin key with WEFT_API_KEY or --api-key to manage keys through it`)
   const res = await fetch(url + p, {
     method,
     headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
@@ -98,7 +114,12 @@ async function keysCommand(positional: string[], flags: Record<string, string>):
   for (const f of Object.keys(flags)) if (!known.has(f)) throw new ConfigError(`unknown flag --${f} for 'weft keys'`)
   const dataDir = path.resolve(flags['data-dir'] ?? process.env.WEFT_DATA_DIR ?? DEFAULTS.dataDir)
   const apiKey = flags['api-key'] ?? process.env.WEFT_API_KEY
-  const entities = flags.entities ? flags.entities.split(',').map((s) => s.trim()).filter(Boolean) : null
+  const entities = flags.entities
+    ? flags.entities
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : null
   if (sub === 'create' && !flags.user) throw new ConfigError("'weft keys create' needs --user USER")
   if (sub === 'revoke' && !rest[0]) throw new ConfigError("'weft keys revoke' needs a key id (see 'weft keys list')")
   if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') throw new ConfigError(USAGE)

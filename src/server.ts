@@ -53,7 +53,11 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
   const models: ModelPool[] = []
   try {
     const keys = await KeyStore.load(catalog)
-    const calls = await CallStore.open(config.dataDir, { flushRows: config.callsFlushRows, flushIntervalMs: config.callsFlushIntervalMs, queryTimeoutMs: config.queryTimeoutMs })
+    const calls = await CallStore.open(config.dataDir, {
+      flushRows: config.callsFlushRows,
+      flushIntervalMs: config.callsFlushIntervalMs,
+      queryTimeoutMs: config.queryTimeoutMs,
+    })
     openedCalls = calls
     log.info(calls.recovered, 'calls write-ahead log replayed')
     ingest = new IngestPool({ threads: config.ingestWorkers || undefined, maxQueue: config.ingestQueue })
@@ -78,12 +82,23 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
       trustedProxies: config.trustedProxies.map(canonicalIp),
       accessLog: config.accessLog,
     })
-    app.add(metaRoutes(() => app.routes, () => models.map((m) => m.info)))
+    app.add(
+      metaRoutes(
+        () => app.routes,
+        () => models.map((m) => m.info),
+      ),
+    )
     app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
     const analytics = await attachAnalytics(calls, catalog, config.prices)
     app.add(
-      adminRoutes(keys, calls, pool, () => app.pending, analytics.rollups, async () =>
-        Object.fromEntries(await Promise.all(models.map(async (m) => [m.info.name, { backend: m.info.backend, ...(await m.stats()) }]))),
+      adminRoutes(
+        keys,
+        calls,
+        pool,
+        () => app.pending,
+        analytics.rollups,
+        async () =>
+          Object.fromEntries(await Promise.all(models.map(async (m) => [m.info.name, { backend: m.info.backend, ...(await m.stats()) }]))),
       ),
     )
     app.add(callRoutes(calls, pool, config.maxQueryRows, analytics.prices, analytics.stats))
@@ -149,7 +164,10 @@ async function startModels(config: Config, log: Logger): Promise<ModelPool[]> {
   let names = config.servedModelNames
   if (!dirs.length) {
     const dir = path.join(config.dataDir, 'models', TINY_MODEL)
-    const made = await fs.stat(path.join(dir, 'config.json')).then(() => true, () => false)
+    const made = await fs.stat(path.join(dir, 'config.json')).then(
+      () => true,
+      () => false,
+    )
     if (!made) {
       await makeTinyModel(dir + '.tmp')
       await fs.rm(dir, { recursive: true, force: true })
@@ -159,12 +177,26 @@ async function startModels(config: Config, log: Logger): Promise<ModelPool[]> {
     dirs = [dir]
     names = names.length ? names : [TINY_MODEL]
   }
-  if (names.length && names.length !== dirs.length) throw new Error(`--served-model-name names ${names.length} models, --model gives ${dirs.length}`)
-  const engine = { maxNumSeqs: config.maxNumSeqs, maxWaiting: config.maxWaitingRequests, kvTokens: config.kvCacheTokens, prefillChunk: config.prefillChunk, priority: config.schedulingPolicy === 'priority', maxLogprobs: 20 }
+  if (names.length && names.length !== dirs.length)
+    throw new Error(`--served-model-name names ${names.length} models, --model gives ${dirs.length}`)
+  const engine = {
+    maxNumSeqs: config.maxNumSeqs,
+    maxWaiting: config.maxWaitingRequests,
+    kvTokens: config.kvCacheTokens,
+    prefillChunk: config.prefillChunk,
+    priority: config.schedulingPolicy === 'priority',
+    maxLogprobs: 20,
+  }
   const started: ModelPool[] = []
   try {
     for (const [i, dir] of dirs.entries()) {
-      started.push(await ModelPool.start({ modelDir: dir, servedName: names[i] ?? path.basename(dir), engine, backend: config.inferenceBackend }, log, config.modelReplicas))
+      started.push(
+        await ModelPool.start(
+          { modelDir: dir, servedName: names[i] ?? path.basename(dir), engine, backend: config.inferenceBackend },
+          log,
+          config.modelReplicas,
+        ),
+      )
     }
   } catch (e) {
     await Promise.all(started.map((m) => m.close().catch(() => {})))

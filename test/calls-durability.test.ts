@@ -22,7 +22,11 @@ t.test('WAL: a torn tail is cut off, intact records survive', async (t) => {
   await appendFile(file, torn)
   const again = await Wal.open(file)
   t.equal(again.records.length, 50)
-  t.same(again.records.map((r) => JSON.parse(r.toString()).i), Array.from({ length: 50 }, (_, i) => i), 'in order')
+  t.same(
+    again.records.map((r) => JSON.parse(r.toString()).i),
+    Array.from({ length: 50 }, (_, i) => i),
+    'in order',
+  )
   t.equal(again.truncatedBytes, 13)
   t.equal((await stat(file)).size, good, 'file cut back to the last intact record')
   // A flipped byte inside the last record fails its checksum.
@@ -34,55 +38,90 @@ t.test('WAL: a torn tail is cut off, intact records survive', async (t) => {
   await third.wal.close()
 })
 
-for (const flushRows of ['200000', '1500']) t.test(`SIGKILL during heavy ingest (flush every ${flushRows} parts): every acknowledged call is there after restart, once`, async (t) => {
-  const dataDir = tempDir()
-  t.teardown(() => rm(dataDir, { recursive: true, force: true }))
-  const project = 'acme/durable'
-  const env = { WEFT_CALLS_FLUSH_ROWS: flushRows }
-  let s = await startServer({ dataDir, env })
-  const headers = { ...s.basic(), 'content-type': 'application/json' }
-  const acked = new Set<string>()
-  let stop = false
-  let batches = 0
-  const writer = async () => {
-    while (!stop) {
-      const ids = Array.from({ length: 50 }, () => hex(16))
-      const trace = hex(32)
-      const batch = ids.flatMap((id) => [
-        { mode: 'start', req: { start: { project_id: project, id, trace_id: trace, op_name: 'ingest', started_at: new Date().toISOString(), attributes: {}, inputs: { x: 'y'.repeat(200) } } } },
-        { mode: 'end', req: { end: { project_id: project, id, ended_at: new Date().toISOString(), output: { ok: true }, summary: { usage: { m: { prompt_tokens: 1 } } } } } },
-      ])
-      try {
-        const r = await fetch(s.url + '/call/upsert_batch', { method: 'POST', headers, body: JSON.stringify({ batch }) })
-        if (r.status === 200) {
-          await r.json()
-          for (const id of ids) acked.add(id)
-          batches++
+for (const flushRows of ['200000', '1500'])
+  t.test(
+    `SIGKILL during heavy ingest (flush every ${flushRows} parts): every acknowledged call is there after restart, once`,
+    async (t) => {
+      const dataDir = tempDir()
+      t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+      const project = 'acme/durable'
+      const env = { WEFT_CALLS_FLUSH_ROWS: flushRows }
+      let s = await startServer({ dataDir, env })
+      const headers = { ...s.basic(), 'content-type': 'application/json' }
+      const acked = new Set<string>()
+      let stop = false
+      let batches = 0
+      const writer = async () => {
+        while (!stop) {
+          const ids = Array.from({ length: 50 }, () => hex(16))
+          const trace = hex(32)
+          const batch = ids.flatMap((id) => [
+            {
+              mode: 'start',
+              req: {
+                start: {
+                  project_id: project,
+                  id,
+                  trace_id: trace,
+                  op_name: 'ingest',
+                  started_at: new Date().toISOString(),
+                  attributes: {},
+                  inputs: { x: 'y'.repeat(200) },
+                },
+              },
+            },
+            {
+              mode: 'end',
+              req: {
+                end: {
+                  project_id: project,
+                  id,
+                  ended_at: new Date().toISOString(),
+                  output: { ok: true },
+                  summary: { usage: { m: { prompt_tokens: 1 } } },
+                },
+              },
+            },
+          ])
+          try {
+            const r = await fetch(s.url + '/call/upsert_batch', { method: 'POST', headers, body: JSON.stringify({ batch }) })
+            if (r.status === 200) {
+              await r.json()
+              for (const id of ids) acked.add(id)
+              batches++
+            }
+          } catch {
+            return // the server is gone
+          }
         }
-      } catch {
-        return // the server is gone
       }
-    }
-  }
-  const writers = Array.from({ length: 8 }, writer)
-  await new Promise((r) => setTimeout(r, 2500))
-  s.proc.kill('SIGKILL')
-  stop = true
-  await Promise.all(writers)
-  await s.exited()
-  t.ok(acked.size > 500, `acknowledged ${acked.size} calls in ${batches} batches before the kill`)
+      const writers = Array.from({ length: 8 }, writer)
+      await new Promise((r) => setTimeout(r, 2500))
+      s.proc.kill('SIGKILL')
+      stop = true
+      await Promise.all(writers)
+      await s.exited()
+      t.ok(acked.size > 500, `acknowledged ${acked.size} calls in ${batches} batches before the kill`)
 
-  s = await startServer({ dataDir, env })
-  t.teardown(() => s.stop())
-  const segments = readdirSync(path.join(dataDir, 'calls')).filter((f) => f.endsWith('.parquet')).length
-  if (flushRows !== '200000') t.ok(segments > 0, `${segments} segments were flushed before the kill`)
-  const r = await fetch(s.url + '/calls/stream_query', { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify({ project_id: project, columns: ['id', 'summary'] }) })
-  const calls = (await r.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l))
-  const seen = new Map<string, number>()
-  for (const c of calls) seen.set(c.id, (seen.get(c.id) ?? 0) + 1)
-  const missing = [...acked].filter((id) => !seen.has(id))
-  t.equal(missing.length, 0, `no acknowledged call lost (${acked.size} acknowledged, ${calls.length} present)`)
-  t.equal([...seen.values()].filter((n) => n > 1).length, 0, 'none twice')
-  const unfinished = calls.filter((c) => acked.has(c.id) && c.summary.weave.status !== 'success')
-  t.equal(unfinished.length, 0, 'acknowledged starts and ends both survived')
-})
+      s = await startServer({ dataDir, env })
+      t.teardown(() => s.stop())
+      const segments = readdirSync(path.join(dataDir, 'calls')).filter((f) => f.endsWith('.parquet')).length
+      if (flushRows !== '200000') t.ok(segments > 0, `${segments} segments were flushed before the kill`)
+      const r = await fetch(s.url + '/calls/stream_query', {
+        method: 'POST',
+        headers: { ...s.basic(), 'content-type': 'application/json' },
+        body: JSON.stringify({ project_id: project, columns: ['id', 'summary'] }),
+      })
+      const calls = (await r.text())
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+      const seen = new Map<string, number>()
+      for (const c of calls) seen.set(c.id, (seen.get(c.id) ?? 0) + 1)
+      const missing = [...acked].filter((id) => !seen.has(id))
+      t.equal(missing.length, 0, `no acknowledged call lost (${acked.size} acknowledged, ${calls.length} present)`)
+      t.equal([...seen.values()].filter((n) => n > 1).length, 0, 'none twice')
+      const unfinished = calls.filter((c) => acked.has(c.id) && c.summary.weave.status !== 'success')
+      t.equal(unfinished.length, 0, 'acknowledged starts and ends both survived')
+    },
+  )

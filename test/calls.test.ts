@@ -12,7 +12,11 @@ const P = 'acme/calls'
 const hex = (n: number) => randomBytes(n / 2).toString('hex')
 
 async function post(path: string, body: unknown, headers: Record<string, string> = s.basic()) {
-  const res = await fetch(s.url + path, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  const res = await fetch(s.url + path, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
   const text = await res.text()
   let json: any
   try {
@@ -44,7 +48,10 @@ const end = (id: string, extra: Record<string, unknown> = {}) => ({
 async function query(body: Record<string, unknown>): Promise<any[]> {
   const r = await post('/calls/stream_query', { project_id: P, ...body })
   if (r.status !== 200) throw new Error(`${r.status} ${r.text}`)
-  return r.text.split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  return r.text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
 }
 
 t.test('start, read while running, end, read: the reference example', async (t) => {
@@ -152,12 +159,26 @@ t.test('filters, $expr, sorting, paging and columns', async (t) => {
     [hex(16), null],
     [hex(16), undefined],
   ]
-  const batch: unknown[] = [{ mode: 'start', req: { start: { ...start(root, { trace_id: trace, op_name: 'weave:///acme/q/op/root:v1' }), project_id: project } } }]
+  const batch: unknown[] = [
+    { mode: 'start', req: { start: { ...start(root, { trace_id: trace, op_name: 'weave:///acme/q/op/root:v1' }), project_id: project } } },
+  ]
   rows.forEach(([id, v], i) => {
     const inputs = v === undefined ? {} : { v }
     batch.push({
       mode: 'start',
-      req: { start: { ...start(id, { trace_id: trace, parent_id: root, op_name: i % 2 ? 'weave:///acme/q/op/leaf:v2' : 'weave:///acme/q/op/leaf:v1', inputs, thread_id: i < 3 ? 'th1' : 'th2' }), project_id: project, started_at: `2026-03-01T10:00:0${i}Z` } },
+      req: {
+        start: {
+          ...start(id, {
+            trace_id: trace,
+            parent_id: root,
+            op_name: i % 2 ? 'weave:///acme/q/op/leaf:v2' : 'weave:///acme/q/op/leaf:v1',
+            inputs,
+            thread_id: i < 3 ? 'th1' : 'th2',
+          }),
+          project_id: project,
+          started_at: `2026-03-01T10:00:0${i}Z`,
+        },
+      },
     })
   })
   const up = await post('/call/upsert_batch', { batch })
@@ -165,7 +186,10 @@ t.test('filters, $expr, sorting, paging and columns', async (t) => {
   const q = async (body: Record<string, unknown>) => {
     const r = await post('/calls/stream_query', { project_id: project, ...body })
     t.equal(r.status, 200, r.text.slice(0, 200))
-    return r.text.split('\n').filter(Boolean).map((l) => JSON.parse(l))
+    return r.text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l))
   }
   const value = (c: any) => c.inputs.v ?? null
   const desc = await q({ filter: { parent_ids: [root] }, sort_by: [{ field: 'inputs.v', direction: 'desc' }] })
@@ -186,19 +210,40 @@ t.test('filters, $expr, sorting, paging and columns', async (t) => {
   t.same(inq.map(value).sort(), ['a', 'b'])
   const not = await q({ query: { $expr: { $not: [{ $eq: [{ $getField: 'thread_id' }, { $literal: 'th1' }] }] } } })
   t.equal(not.length, 4, 'th2 rows and the root (thread null)')
-  const contains = await q({ query: { $expr: { $contains: { input: { $getField: 'op_name' }, substr: { $literal: 'LEAF' }, case_insensitive: true } } } })
+  const contains = await q({
+    query: { $expr: { $contains: { input: { $getField: 'op_name' }, substr: { $literal: 'LEAF' }, case_insensitive: true } } },
+  })
   t.equal(contains.length, 6)
   const exists = await q({ query: { $expr: { $and: [{ $convert: { input: { $getField: 'inputs.v' }, to: 'exists' } }] } } })
   t.equal(exists.length, 4, 'present and not JSON null')
-  const or = await q({ query: { $expr: { $or: [{ $eq: [{ $getField: 'id' }, { $literal: root }] }, { $eq: [{ $getField: 'summary.weave.status' }, { $literal: 'success' }] }] } } })
-  t.same(or.map((c) => c.id), [root])
+  const or = await q({
+    query: {
+      $expr: {
+        $or: [
+          { $eq: [{ $getField: 'id' }, { $literal: root }] },
+          { $eq: [{ $getField: 'summary.weave.status' }, { $literal: 'success' }] },
+        ],
+      },
+    },
+  })
+  t.same(
+    or.map((c) => c.id),
+    [root],
+  )
   const nullEq = await q({ query: { $expr: { $eq: [{ $getField: 'parent_id' }, { $literal: null }] } } })
-  t.same(nullEq.map((c) => c.id), [root])
+  t.same(
+    nullEq.map((c) => c.id),
+    [root],
+  )
   const since = await q({ query: { $expr: { $gte: [{ $getField: 'started_at' }, { $literal: '2026-03-01T10:00:04Z' }] } } })
   t.equal(since.length, 2)
 
   const page = await q({ sort_by: [{ field: 'started_at', direction: 'asc' }], limit: 2, offset: 1 })
-  t.same(page.map((c) => c.started_at), ['2026-03-01T10:00:00.000001Z', '2026-03-01T10:00:01.000000Z'], 'the root starts 1 µs after the first leaf')
+  t.same(
+    page.map((c) => c.started_at),
+    ['2026-03-01T10:00:00.000001Z', '2026-03-01T10:00:01.000000Z'],
+    'the root starts 1 µs after the first leaf',
+  )
   const cols = await q({ columns: ['inputs.v'], limit: 1 })
   t.same(Object.keys(cols[0]).sort(), ['id', 'inputs', 'op_name', 'project_id', 'started_at', 'trace_id'])
   const count = await post('/calls/query_stats', { project_id: project, filter: { parent_ids: [root] }, limit: 4 })
@@ -256,6 +301,10 @@ t.test('entity-limited keys', async (t) => {
   t.equal((await post('/call/start', { start: start(id) }, bob)).status, 200)
   t.equal((await post('/call/read', { project_id: P, id }, bob)).json.call.svc_user_id, 'bob')
   t.equal((await post('/call/start', { start: { ...start(hex(16)), project_id: 'other/p' } }, bob)).status, 403)
-  const batch = await post('/call/upsert_batch', { batch: [{ mode: 'start', req: { start: { ...start(hex(16)), project_id: 'other/p' } } }] }, bob)
+  const batch = await post(
+    '/call/upsert_batch',
+    { batch: [{ mode: 'start', req: { start: { ...start(hex(16)), project_id: 'other/p' } } }] },
+    bob,
+  )
   t.match(batch.json.res[0], { status: 403 })
 })

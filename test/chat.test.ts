@@ -12,9 +12,13 @@ t.before(async () => {
 })
 t.teardown(() => s.stop())
 
-const messages = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'What is the weather in Paris today?' }]
+const messages = [
+  { role: 'system' as const, content: 'Be brief.' },
+  { role: 'user' as const, content: 'What is the weather in Paris today?' },
+]
 type Extra = Record<string, unknown>
-const create = (body: Extra) => client.chat.completions.create({ model: 'weft-tiny', messages, ...body } as never) as unknown as Promise<OpenAI.ChatCompletion & Extra>
+const create = (body: Extra) =>
+  client.chat.completions.create({ model: 'weft-tiny', messages, ...body } as never) as unknown as Promise<OpenAI.ChatCompletion & Extra>
 
 t.test('a completion: shape, usage, length limit, the model listed', async (t) => {
   const r = await create({ max_tokens: 8, seed: 1 })
@@ -27,18 +31,40 @@ t.test('a completion: shape, usage, length limit, the model listed', async (t) =
   t.equal(r.usage!.completion_tokens, 8, 'no end-of-sequence in 8 tokens: max_tokens reached')
   t.equal(r.choices[0]!.finish_reason, 'length')
   t.equal(r.usage!.total_tokens, r.usage!.prompt_tokens + 8)
-  const tokenized = await fetch(s.url + '/tokenize', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify({ messages }) }).then((x) => x.json())
+  const tokenized = await fetch(s.url + '/tokenize', {
+    method: 'POST',
+    headers: { ...s.bearer(), 'content-type': 'application/json' },
+    body: JSON.stringify({ messages }),
+  }).then((x) => x.json())
   t.equal(r.usage!.prompt_tokens, tokenized.count, 'prompt tokens: the rendered chat template')
   const models = await client.models.list()
-  t.same(models.data.map((m) => m.id), ['weft-tiny'])
+  t.same(
+    models.data.map((m) => m.id),
+    ['weft-tiny'],
+  )
   t.equal((models.data[0] as unknown as Extra).max_model_len, 4096)
   const viaPrefix = new OpenAI({ apiKey: s.key, baseURL: s.url + '/inference/v1', maxRetries: 0 })
   const p = await viaPrefix.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 2, seed: 1 })
-  t.equal(p.choices[0]!.message.content, (await create({ max_tokens: 2, seed: 1 })).choices[0]!.message.content, '/inference/v1 is the same API')
-  t.same((await viaPrefix.models.list()).data.map((m) => m.id), ['weft-tiny'], 'GET /inference/v1/models')
-  const slash = await fetch(s.url + '/v1/chat/completions/', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify({ messages, max_tokens: 2, seed: 1 }) })
+  t.equal(
+    p.choices[0]!.message.content,
+    (await create({ max_tokens: 2, seed: 1 })).choices[0]!.message.content,
+    '/inference/v1 is the same API',
+  )
+  t.same(
+    (await viaPrefix.models.list()).data.map((m) => m.id),
+    ['weft-tiny'],
+    'GET /inference/v1/models',
+  )
+  const slash = await fetch(s.url + '/v1/chat/completions/', {
+    method: 'POST',
+    headers: { ...s.bearer(), 'content-type': 'application/json' },
+    body: JSON.stringify({ messages, max_tokens: 2, seed: 1 }),
+  })
   t.equal(slash.status, 200, 'the trailing slash of the spec path')
-  t.equal(((await slash.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content, p.choices[0]!.message.content)
+  t.equal(
+    ((await slash.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content,
+    p.choices[0]!.message.content,
+  )
 })
 
 t.test('the same seed gives the same reply; choice i of n uses seed + i', async (t) => {
@@ -48,7 +74,10 @@ t.test('the same seed gives the same reply; choice i of n uses seed + i', async 
   const c = await create({ max_tokens: 16, seed: 43, temperature: 1 })
   t.not(a.choices[0]!.message.content, c.choices[0]!.message.content, 'another seed, another reply')
   const n = await create({ max_tokens: 16, seed: 42, temperature: 1, n: 3 })
-  t.same(n.choices.map((x) => x.index), [0, 1, 2])
+  t.same(
+    n.choices.map((x) => x.index),
+    [0, 1, 2],
+  )
   t.equal(n.choices[0]!.message.content, a.choices[0]!.message.content, 'choice 0: seed')
   t.equal(n.choices[1]!.message.content, c.choices[0]!.message.content, 'choice 1: seed + 1')
   t.equal(n.usage!.completion_tokens, 48, 'completion tokens summed over the choices')
@@ -59,7 +88,13 @@ t.test('the same seed gives the same reply; choice i of n uses seed + i', async 
 
 t.test('streaming through the SDK helpers: role first, deltas, finish, usage, [DONE]', async (t) => {
   const whole = await create({ max_tokens: 10, seed: 5 })
-  const stream = client.chat.completions.stream({ model: 'weft-tiny', messages, max_tokens: 10, seed: 5, stream_options: { include_usage: true } })
+  const stream = client.chat.completions.stream({
+    model: 'weft-tiny',
+    messages,
+    max_tokens: 10,
+    seed: 5,
+    stream_options: { include_usage: true },
+  })
   const chunks: OpenAI.ChatCompletionChunk[] = []
   stream.on('chunk', (c) => chunks.push(c))
   const final = await stream.finalChatCompletion()
@@ -71,14 +106,35 @@ t.test('streaming through the SDK helpers: role first, deltas, finish, usage, [D
   t.equal(chunks.filter((c) => c.choices[0]?.finish_reason).length, 1, 'one finish chunk')
   t.equal(chunks.filter((c) => c.choices[0] && !c.choices[0].delta.role).length, 10, 'one chunk per token')
 
-  const raw = await fetch(s.url + '/v1/chat/completions', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify({ messages, max_tokens: 3, seed: 5, stream: true, n: 2 }) })
+  const raw = await fetch(s.url + '/v1/chat/completions', {
+    method: 'POST',
+    headers: { ...s.bearer(), 'content-type': 'application/json' },
+    body: JSON.stringify({ messages, max_tokens: 3, seed: 5, stream: true, n: 2 }),
+  })
   t.match(raw.headers.get('content-type'), /^text\/event-stream/)
   const text = await raw.text()
   t.ok(text.endsWith('data: [DONE]\n\n'))
-  const events = text.split('\n\n').filter(Boolean).slice(0, -1).map((e) => JSON.parse(e.slice(6)))
-  t.same(events.slice(0, 2).map((e) => e.choices[0].index), [0, 1], 'n = 2: a role chunk per choice first')
-  t.same(events.filter((e) => e.choices[0]?.finish_reason).map((e) => e.choices[0].index).sort(), [0, 1])
-  t.notOk(events.some((e) => 'usage' in e), 'no usage without include_usage')
+  const events = text
+    .split('\n\n')
+    .filter(Boolean)
+    .slice(0, -1)
+    .map((e) => JSON.parse(e.slice(6)))
+  t.same(
+    events.slice(0, 2).map((e) => e.choices[0].index),
+    [0, 1],
+    'n = 2: a role chunk per choice first',
+  )
+  t.same(
+    events
+      .filter((e) => e.choices[0]?.finish_reason)
+      .map((e) => e.choices[0].index)
+      .sort(),
+    [0, 1],
+  )
+  t.notOk(
+    events.some((e) => 'usage' in e),
+    'no usage without include_usage',
+  )
 })
 
 t.test('logprobs: the sampled token and top alternatives, clamped, bounded at 20', async (t) => {
@@ -126,7 +182,9 @@ t.test('stop strings, stop token ids and their stop_reason', async (t) => {
 })
 
 t.test('errors come out as the SDK typed errors', async (t) => {
-  const e401 = await new OpenAI({ apiKey: 'nope', baseURL: s.url + '/v1', maxRetries: 0 }).chat.completions.create({ model: 'weft-tiny', messages }).catch((e: unknown) => e)
+  const e401 = await new OpenAI({ apiKey: 'nope', baseURL: s.url + '/v1', maxRetries: 0 }).chat.completions
+    .create({ model: 'weft-tiny', messages })
+    .catch((e: unknown) => e)
   t.type(e401, OpenAI.AuthenticationError)
   const e404 = await create({ model: 'gpt-9' }).catch((e: unknown) => e)
   t.type(e404, OpenAI.NotFoundError)
@@ -159,7 +217,10 @@ t.test('errors come out as the SDK typed errors', async (t) => {
 t.test('sampling controls change the draw as vLLM defines them', async (t) => {
   const allowed = [101, 102, 103]
   const r = await create({ max_tokens: 12, seed: 3, allowed_token_ids: allowed, return_token_ids: true })
-  t.ok((r.choices[0]!.token_ids as number[]).every((i) => allowed.includes(i)), 'only allowed tokens')
+  t.ok(
+    (r.choices[0]!.token_ids as number[]).every((i) => allowed.includes(i)),
+    'only allowed tokens',
+  )
   const biased = await create({ max_tokens: 6, seed: 3, logit_bias: { '120': 100 }, return_token_ids: true })
   t.same(biased.choices[0]!.token_ids, [120, 120, 120, 120, 120, 120], 'a +100 bias wins every draw')
   const k1 = await create({ max_tokens: 8, seed: 3, top_k: 1, temperature: 1.5 })
@@ -176,7 +237,10 @@ t.test('sampling controls change the draw as vLLM defines them', async (t) => {
 })
 
 t.test('/tokenize and /detokenize round-trip', async (t) => {
-  const post = (p: string, body: unknown) => fetch(s.url + p, { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, json: await r.json() }))
+  const post = (p: string, body: unknown) =>
+    fetch(s.url + p, { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(
+      async (r) => ({ status: r.status, json: await r.json() }),
+    )
   const tok = await post('/tokenize', { prompt: 'Hello, weft! 日本', return_token_strs: true })
   t.equal(tok.status, 200)
   t.equal(tok.json.count, tok.json.tokens.length)
@@ -192,7 +256,12 @@ t.test('/tokenize and /detokenize round-trip', async (t) => {
 
 t.test('a client that goes away mid-stream cancels its sequence; the server keeps serving', async (t) => {
   const ac = new AbortController()
-  const res = await fetch(s.url + '/v1/chat/completions', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify({ messages, max_tokens: 3000, stream: true, ignore_eos: true }), signal: ac.signal })
+  const res = await fetch(s.url + '/v1/chat/completions', {
+    method: 'POST',
+    headers: { ...s.bearer(), 'content-type': 'application/json' },
+    body: JSON.stringify({ messages, max_tokens: 3000, stream: true, ignore_eos: true }),
+    signal: ac.signal,
+  })
   const reader = res.body!.getReader()
   await reader.read()
   ac.abort()
@@ -204,7 +273,11 @@ t.test('a client that goes away mid-stream cancels its sequence; the server keep
     if (state.running_requests === 0) break
     await new Promise((r) => setTimeout(r, 100))
   }
-  t.match(state, { running_requests: 0, waiting_requests: 0, kv_positions_used: 0 }, 'the abandoned sequence was dropped and its cache freed')
+  t.match(
+    state,
+    { running_requests: 0, waiting_requests: 0, kv_positions_used: 0 },
+    'the abandoned sequence was dropped and its cache freed',
+  )
 })
 
 t.test('each completion is recorded as a call in the caller project, and statistics see it', async (t) => {
@@ -214,42 +287,104 @@ t.test('each completion is recorded as a call in the caller project, and statist
   const r = await scoped.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 7, seed: 4, ignore_eos: true } as never)
   const stream = scoped.chat.completions.stream({ model: 'weft-tiny', messages, max_tokens: 5, seed: 4, ignore_eos: true } as never)
   await stream.finalChatCompletion()
-  const q = await fetch(s.url + '/calls/stream_query', { method: 'POST', headers, body: JSON.stringify({ project_id: project, sort_by: [{ field: 'started_at', direction: 'asc' }] }) })
-  const calls = (await q.text()).trim().split('\n').map((l) => JSON.parse(l))
+  const q = await fetch(s.url + '/calls/stream_query', {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ project_id: project, sort_by: [{ field: 'started_at', direction: 'asc' }] }),
+  })
+  const calls = (await q.text())
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l))
   t.equal(calls.length, 2, 'both completions recorded')
   const [first, second] = calls
   t.equal(first.op_name, 'openai.chat.completions.create')
   t.same(first.inputs.messages, messages, 'the request as inputs')
   t.equal(first.output.choices[0].message.content, r.choices[0]!.message.content, 'the choices as output')
-  t.same(first.summary.usage['weft-tiny'], { requests: 1, prompt_tokens: r.usage!.prompt_tokens, completion_tokens: 7, total_tokens: r.usage!.total_tokens })
-  for (const k of ['queued_ms', 'prefill_ms', 'time_to_first_token_ms', 'inter_token_ms', 'total_ms']) t.type(first.attributes.weft.timings[k], 'number', k)
+  t.same(first.summary.usage['weft-tiny'], {
+    requests: 1,
+    prompt_tokens: r.usage!.prompt_tokens,
+    completion_tokens: 7,
+    total_tokens: r.usage!.total_tokens,
+  })
+  for (const k of ['queued_ms', 'prefill_ms', 'time_to_first_token_ms', 'inter_token_ms', 'total_ms'])
+    t.type(first.attributes.weft.timings[k], 'number', k)
   t.equal(second.summary.usage['weft-tiny'].completion_tokens, 5, 'a streamed completion too')
   t.equal(second.exception ?? null, null)
   const stats = await fetch(s.url + '/calls/stats', {
     method: 'POST',
     headers,
-    body: JSON.stringify({ project_id: project, start: new Date(Date.now() - 3_600_000).toISOString(), usage_metrics: [{ metric: 'output_tokens', aggregations: ['sum'] }], call_metrics: [{ metric: 'call_count', aggregations: ['sum'] }] }),
+    body: JSON.stringify({
+      project_id: project,
+      start: new Date(Date.now() - 3_600_000).toISOString(),
+      usage_metrics: [{ metric: 'output_tokens', aggregations: ['sum'] }],
+      call_metrics: [{ metric: 'call_count', aggregations: ['sum'] }],
+    }),
   }).then((x) => x.json())
-  t.equal(stats.usage_buckets.reduce((a: number, b: any) => a + b.sum_output_tokens, 0), 12, 'statistics over the service own traffic')
-  const forbidden = await fetch(s.url + '/v1/chat/completions', { method: 'POST', headers: { ...headers, 'openai-project': 'not a project' }, body: JSON.stringify({ messages, max_tokens: 1 }) })
+  t.equal(
+    stats.usage_buckets.reduce((a: number, b: any) => a + b.sum_output_tokens, 0),
+    12,
+    'statistics over the service own traffic',
+  )
+  const forbidden = await fetch(s.url + '/v1/chat/completions', {
+    method: 'POST',
+    headers: { ...headers, 'openai-project': 'not a project' },
+    body: JSON.stringify({ messages, max_tokens: 1 }),
+  })
   t.equal(forbidden.status, 400)
 })
 
 t.test('echo, continuous usage stats, truncation, documents and continue_final_message', async (t) => {
-  const convo = [{ role: 'user' as const, content: 'Finish this:' }, { role: 'assistant' as const, content: 'Once upon' }]
-  const echoed = await create({ messages: convo, max_tokens: 4, seed: 2, echo: true, add_generation_prompt: false, continue_final_message: true })
+  const convo = [
+    { role: 'user' as const, content: 'Finish this:' },
+    { role: 'assistant' as const, content: 'Once upon' },
+  ]
+  const echoed = await create({
+    messages: convo,
+    max_tokens: 4,
+    seed: 2,
+    echo: true,
+    add_generation_prompt: false,
+    continue_final_message: true,
+  })
   t.ok(echoed.choices[0]!.message.content!.startsWith('Once upon'), 'the open final message is echoed before the continuation')
   t.equal(echoed.choices[0]!.message.role, 'assistant')
-  const tok = (body: unknown) => fetch(s.url + '/tokenize', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((x) => x.json())
+  const tok = (body: unknown) =>
+    fetch(s.url + '/tokenize', {
+      method: 'POST',
+      headers: { ...s.bearer(), 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    }).then((x) => x.json())
   const open = await tok({ messages: convo, add_generation_prompt: false, continue_final_message: true })
   const closed = await tok({ messages: convo, add_generation_prompt: false })
   t.ok(open.count < closed.count, 'continue_final_message leaves the end-of-turn out')
   t.equal(echoed.usage!.prompt_tokens, open.count)
 
-  const raw = await fetch(s.url + '/v1/chat/completions', { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify({ messages, max_tokens: 4, seed: 2, ignore_eos: true, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } }) })
-  const events = (await raw.text()).split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)))
-  t.ok(events.every((e) => e.usage), 'usage in every chunk')
-  t.same(events.map((e) => e.usage.completion_tokens), [0, 1, 2, 3, 4, 4], 'running completion tokens, then the final usage')
+  const raw = await fetch(s.url + '/v1/chat/completions', {
+    method: 'POST',
+    headers: { ...s.bearer(), 'content-type': 'application/json' },
+    body: JSON.stringify({
+      messages,
+      max_tokens: 4,
+      seed: 2,
+      ignore_eos: true,
+      stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+    }),
+  })
+  const events = (await raw.text())
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: {'))
+    .map((e) => JSON.parse(e.slice(6)))
+  t.ok(
+    events.every((e) => e.usage),
+    'usage in every chunk',
+  )
+  t.same(
+    events.map((e) => e.usage.completion_tokens),
+    [0, 1, 2, 3, 4, 4],
+    'running completion tokens, then the final usage',
+  )
 
   const truncated = await create({ max_tokens: 2, seed: 2, truncate_prompt_tokens: 5 })
   t.equal(truncated.usage!.prompt_tokens, 5, 'only the last 5 prompt tokens kept')
@@ -263,7 +398,9 @@ t.test('bounded queue: past --max-waiting-requests a request is 429; priority sc
   t.teardown(() => small.stop())
   const c = new OpenAI({ apiKey: small.key, baseURL: small.url + '/v1', maxRetries: 0 })
   const long = { model: 'weft-tiny', messages, max_tokens: 400, ignore_eos: true, seed: 1 }
-  const results = await Promise.allSettled(Array.from({ length: 5 }, (_, i) => c.chat.completions.create({ ...long, priority: i } as never)))
+  const results = await Promise.allSettled(
+    Array.from({ length: 5 }, (_, i) => c.chat.completions.create({ ...long, priority: i } as never)),
+  )
   const ok = results.filter((r) => r.status === 'fulfilled').length
   const limited = results.filter((r) => r.status === 'rejected' && (r.reason as InstanceType<typeof OpenAI.APIError>).status === 429)
   // One runs and one may wait (whether the first has started when the rest arrive is a matter of timing).
@@ -277,7 +414,10 @@ t.test('request ids, bad words, special tokens spacing, /version and engine stat
   const named = await create({ max_tokens: 2, seed: 1, request_id: 'my-req-1' })
   t.equal(named.id, 'chatcmpl-my-req-1')
   const greedy = await create({ max_tokens: 12, temperature: 0, ignore_eos: true, return_token_ids: true })
-  const post = (p: string, body: unknown) => fetch(s.url + p, { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((x) => x.json())
+  const post = (p: string, body: unknown) =>
+    fetch(s.url + p, { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(
+      (x) => x.json(),
+    )
   // A generated token whose text tokenizes back to itself (a lone byte of a longer character would not).
   let banned = -1
   let word = { prompt: '' }
@@ -295,7 +435,11 @@ t.test('request ids, bad words, special tokens spacing, /version and engine stat
   const spaced = await create(special)
   const tight = await create({ ...special, spaces_between_special_tokens: false })
   t.ok(tight.choices[0]!.message.content!.endsWith('<|im_end|>'), 'the end-of-sequence token shown')
-  t.equal(spaced.choices[0]!.message.content, tight.choices[0]!.message.content!.replace('<|im_end|>', ' <|im_end|>'), 'a space before the special token by default')
+  t.equal(
+    spaced.choices[0]!.message.content,
+    tight.choices[0]!.message.content!.replace('<|im_end|>', ' <|im_end|>'),
+    'a space before the special token by default',
+  )
   const version = await fetch(s.url + '/version').then((x) => x.json())
   t.match(version.inference, [{ model: 'weft-tiny', architecture: 'LlamaForCausalLM', backend: /^(tensorflow|wasm-simd|wasm|cpu)$/ }])
 })
@@ -305,9 +449,15 @@ t.test('replicas: requests spread over workers, each reply as one worker gives i
   t.teardown(() => two.stop())
   const c = new OpenAI({ apiKey: two.key, baseURL: two.url + '/v1', maxRetries: 0 })
   const seeds = [21, 22, 23, 24]
-  const replies = await Promise.all(seeds.map((seed) => c.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 12, seed, ignore_eos: true } as never)))
+  const replies = await Promise.all(
+    seeds.map((seed) => c.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 12, seed, ignore_eos: true } as never)),
+  )
   const alone = await Promise.all(seeds.map((seed) => create({ max_tokens: 12, seed, ignore_eos: true })))
-  t.same(replies.map((r) => r.choices[0]!.message.content), alone.map((r) => r.choices[0]!.message.content), 'the same replies as one worker gives')
+  t.same(
+    replies.map((r) => r.choices[0]!.message.content),
+    alone.map((r) => r.choices[0]!.message.content),
+    'the same replies as one worker gives',
+  )
   const state = (await fetch(two.url + '/admin/stats', { headers: two.bearer() }).then((x) => x.json())).inference['weft-tiny']
   t.equal(state.replicas, 2)
 })

@@ -2,7 +2,20 @@ import t from 'tap'
 import { ConfigError, loadConfig, parseFlags } from '../src/config.js'
 
 t.test('inference settings: repeatable --model, defaults, validation', async (t) => {
-  const { flags } = parseFlags(['serve', '--model', '/m/a', '--model=/m/b', '--served-model-name', 'a', '--served-model-name', 'b', '--port', '1', '--port', '2'])
+  const { flags } = parseFlags([
+    'serve',
+    '--model',
+    '/m/a',
+    '--model=/m/b',
+    '--served-model-name',
+    'a',
+    '--served-model-name',
+    'b',
+    '--port',
+    '1',
+    '--port',
+    '2',
+  ])
   t.equal(flags.model, '/m/a,/m/b', '--model gathers')
   t.equal(flags['served-model-name'], 'a,b')
   t.equal(flags.port, '2', 'other flags: the last wins')

@@ -1,5 +1,13 @@
 import t from 'tap'
-import { FILE_INDEX_IPV4, FILE_INDEX_IPV6, GEO_FILES, loadGeoIndex, type GeoIndex, type GeoLookup, type GeoResult } from '../src/geo/index.js'
+import {
+  FILE_INDEX_IPV4,
+  FILE_INDEX_IPV6,
+  GEO_FILES,
+  loadGeoIndex,
+  type GeoIndex,
+  type GeoLookup,
+  type GeoResult,
+} from '../src/geo/index.js'
 import { formatIp, normalizeMapped, parseIp } from '../src/geo/ip.js'
 
 // Expected ranges below were read by hand from the package's text CSVs (geo-whois-asn-country-ipv4.csv
@@ -51,7 +59,18 @@ t.test('IPv4 ranges', async (t) => {
   })
   // First and last address of a range, and the first address of the next one.
   for (const ip of ['1.0.1.0', '1.0.3.255']) {
-    t.match(found(geo.lookup(ip)).location, { range_start_ip: '1.0.1.0', range_end_ip: '1.0.3.255', range_start_int: 16777472n, range_end_int: 16778239n, country_code: 'CN', country_name: 'China' }, ip)
+    t.match(
+      found(geo.lookup(ip)).location,
+      {
+        range_start_ip: '1.0.1.0',
+        range_end_ip: '1.0.3.255',
+        range_start_int: 16777472n,
+        range_end_int: 16778239n,
+        country_code: 'CN',
+        country_name: 'China',
+      },
+      ip,
+    )
   }
   t.match(found(geo.lookup('1.0.4.0')).location, { range_start_ip: '1.0.4.0', country_code: 'AU' })
   // The last row of the file: 223.255.255.0,223.255.255.255,AU.
@@ -60,19 +79,50 @@ t.test('IPv4 ranges', async (t) => {
 })
 
 t.test('IPv4 gap: 9.252.0.0-9.255.255.255 US, nothing for 10/8, 11.0.0.0-13.34.0.11 US', async (t) => {
-  t.match(found(geo.lookup('9.255.255.255')).location, { range_start_int: 167510016n, range_end_int: 167772159n, range_start_ip: '9.252.0.0', country_code: 'US', country_name: 'United States' })
+  t.match(found(geo.lookup('9.255.255.255')).location, {
+    range_start_int: 167510016n,
+    range_end_int: 167772159n,
+    range_start_ip: '9.252.0.0',
+    country_code: 'US',
+    country_name: 'United States',
+  })
   t.same(geo.lookup('10.0.0.0'), { ok: false, error: 'not_found', ip: '10.0.0.0' })
   t.same(geo.lookup('10.255.255.255'), { ok: false, error: 'not_found', ip: '10.255.255.255' })
-  t.match(found(geo.lookup('11.0.0.0')).location, { range_start_int: 184549376n, range_end_int: 220332043n, range_end_ip: '13.34.0.11', country_code: 'US' })
+  t.match(found(geo.lookup('11.0.0.0')).location, {
+    range_start_int: 184549376n,
+    range_end_int: 220332043n,
+    range_end_ip: '13.34.0.11',
+    country_code: 'US',
+  })
 })
 
 t.test('overlapping rows: the narrowest range containing the address answers', async (t) => {
   // 2.58.196.0-2.58.197.255 DE holds 2.58.197.15 BE and 2.58.197.16-2.58.197.255 DE.
-  t.match(found(geo.lookup('2.58.197.14')).location, { range_start_int: 37405696n, range_end_int: 37406207n, range_start_ip: '2.58.196.0', range_end_ip: '2.58.197.255', country_code: 'DE', country_name: 'Germany' })
-  t.match(found(geo.lookup('2.58.197.15')).location, { range_start_int: 37405967n, range_end_int: 37405967n, range_start_ip: '2.58.197.15', range_end_ip: '2.58.197.15', country_code: 'BE', country_name: 'Belgium' })
+  t.match(found(geo.lookup('2.58.197.14')).location, {
+    range_start_int: 37405696n,
+    range_end_int: 37406207n,
+    range_start_ip: '2.58.196.0',
+    range_end_ip: '2.58.197.255',
+    country_code: 'DE',
+    country_name: 'Germany',
+  })
+  t.match(found(geo.lookup('2.58.197.15')).location, {
+    range_start_int: 37405967n,
+    range_end_int: 37405967n,
+    range_start_ip: '2.58.197.15',
+    range_end_ip: '2.58.197.15',
+    country_code: 'BE',
+    country_name: 'Belgium',
+  })
   t.match(found(geo.lookup('2.58.197.16')).location, { range_start_int: 37405968n, range_end_int: 37406207n, country_code: 'DE' })
   // 5.61.192.0-5.61.199.255 FR and 5.61.192.0-5.61.193.255 SK start together.
-  t.match(found(geo.lookup('5.61.192.0')).location, { range_start_ip: '5.61.192.0', range_end_ip: '5.61.193.255', range_start_int: 87932928n, range_end_int: 87933439n, country_code: 'SK' })
+  t.match(found(geo.lookup('5.61.192.0')).location, {
+    range_start_ip: '5.61.192.0',
+    range_end_ip: '5.61.193.255',
+    range_start_int: 87932928n,
+    range_end_int: 87933439n,
+    country_code: 'SK',
+  })
   t.ok(geo.stats.ipv4OverlappingRows > 0 && geo.stats.ipv6OverlappingRows > 0, 'the published data does overlap')
 })
 
@@ -95,14 +145,18 @@ t.test('IPv6 ranges', async (t) => {
   // 2001:200::/32 is commonly JP, but this data version has 2001:200::-2001:218:2000:51:ffff:ffff:ffff:ffff as AU.
   for (const ip of ['2001:200::', '2001:0200:0000:0000:0000:0000:0000:0001', '2001:218:2000:51:FFFF:FFFF:FFFF:FFFF']) {
     const r = found(geo.lookup(ip))
-    t.match(r.location, {
-      file_index: 1,
-      range_start_int: 42540528726795050063891204319802818560n,
-      range_end_int: 42540530638174472233151362808233852927n,
-      range_start_ip: '2001:200::',
-      range_end_ip: '2001:218:2000:51:ffff:ffff:ffff:ffff',
-      country_code: 'AU',
-    }, ip)
+    t.match(
+      r.location,
+      {
+        file_index: 1,
+        range_start_int: 42540528726795050063891204319802818560n,
+        range_end_int: 42540530638174472233151362808233852927n,
+        range_start_ip: '2001:200::',
+        range_end_ip: '2001:218:2000:51:ffff:ffff:ffff:ffff',
+        country_code: 'AU',
+      },
+      ip,
+    )
   }
   t.equal(found(geo.lookup('2001:0200:0000:0000:0000:0000:0000:0001')).ip, '2001:200::1', 'canonical ip')
   t.match(found(geo.lookup('2001:218:2000:52::')).location, { range_start_ip: '2001:218:2000:52::', country_code: 'JP' })
@@ -120,18 +174,58 @@ t.test('IPv4-mapped IPv6 answers as IPv4', async (t) => {
 })
 
 t.test('loopback and unspecified are not found', async (t) => {
-  for (const [ip, canonical] of [['127.0.0.1', '127.0.0.1'], ['::1', '::1'], ['0:0:0:0:0:0:0:1', '::1'], ['0.0.0.0', '0.0.0.0'], ['::', '::']]) {
+  for (const [ip, canonical] of [
+    ['127.0.0.1', '127.0.0.1'],
+    ['::1', '::1'],
+    ['0:0:0:0:0:0:0:1', '::1'],
+    ['0.0.0.0', '0.0.0.0'],
+    ['::', '::'],
+  ]) {
     t.same(geo.lookup(ip!), { ok: false, error: 'not_found', ip: canonical }, ip)
   }
 })
 
 t.test('invalid input', async (t) => {
   const invalid = [
-    '', '1.2.3', '256.1.1.1', '01.2.3.4', '1.2.3.04', '1.2.3.4 ', ' 1.2.3.4', '1.2.3.4.5', '1..2.3', '1.2.3.', '-1.2.3.4',
-    '1.2.3.4/24', '0x1.2.3.4', '16777217', '::1::', 'gggg::', 'fe80::1%eth0', '[::1]', '[::1]:80', ':', ':::', '1:::2',
-    ':1::', '1::2:', '1:2:3:4:5:6:7:8:9', '1:2:3:4:5:6:7::8', '1:2:3:4:5:6:7', '12345::', '::ffff:1.2.3', '::ffff:01.2.3.4',
-    '::ffff:1.2.3.4:1', '1.2.3.4::', '1:2:3:4:5:6:7:1.2.3.4', '::ffff:256.0.0.0', '2001:db8::\u0661', '１.2.3.4',
-    'x'.repeat(10_000), '1'.repeat(46), ':'.repeat(10_000),
+    '',
+    '1.2.3',
+    '256.1.1.1',
+    '01.2.3.4',
+    '1.2.3.04',
+    '1.2.3.4 ',
+    ' 1.2.3.4',
+    '1.2.3.4.5',
+    '1..2.3',
+    '1.2.3.',
+    '-1.2.3.4',
+    '1.2.3.4/24',
+    '0x1.2.3.4',
+    '16777217',
+    '::1::',
+    'gggg::',
+    'fe80::1%eth0',
+    '[::1]',
+    '[::1]:80',
+    ':',
+    ':::',
+    '1:::2',
+    ':1::',
+    '1::2:',
+    '1:2:3:4:5:6:7:8:9',
+    '1:2:3:4:5:6:7::8',
+    '1:2:3:4:5:6:7',
+    '12345::',
+    '::ffff:1.2.3',
+    '::ffff:01.2.3.4',
+    '::ffff:1.2.3.4:1',
+    '1.2.3.4::',
+    '1:2:3:4:5:6:7:1.2.3.4',
+    '::ffff:256.0.0.0',
+    '2001:db8::\u0661',
+    '１.2.3.4',
+    'x'.repeat(10_000),
+    '1'.repeat(46),
+    ':'.repeat(10_000),
   ]
   for (const ip of invalid) {
     t.same(geo.lookup(ip), { ok: false, error: 'invalid_ip' }, JSON.stringify(ip.length > 50 ? `${ip.slice(0, 20)}… (${ip.length})` : ip))
@@ -215,16 +309,53 @@ t.test('rejects malformed, unsorted and missing files; resolves overlaps', async
 
   // A: 0.0.0.10-0.0.0.100 holds B 0.0.0.20-0.0.0.29 (and a duplicate B' with another country,
   // which wins as the later row); C 0.0.0.90-0.0.0.120 overlaps A's tail and is narrower.
-  const g = await load('10,100,AA\n20,29,BB\n20,29,CC\n90,120,DD\n122,122,EE\n', v6 + '42540488320433376714898646241562853376,340282366920938463463374607431768211455,ZZ\r\n')
+  const g = await load(
+    '10,100,AA\n20,29,BB\n20,29,CC\n90,120,DD\n122,122,EE\n',
+    v6 + '42540488320433376714898646241562853376,340282366920938463463374607431768211455,ZZ\r\n',
+  )
   const at = (ip: string) => {
     const r = g.lookup(ip)
     return r.ok ? `${r.result.location.country_code} ${r.result.location.range_start_int}-${r.result.location.range_end_int}` : r.error
   }
   t.same(
-    ['0.0.0.9', '0.0.0.10', '0.0.0.19', '0.0.0.20', '0.0.0.29', '0.0.0.30', '0.0.0.89', '0.0.0.90', '0.0.0.100', '0.0.0.101', '0.0.0.120', '0.0.0.121', '0.0.0.122', '0.0.0.123'].map(at),
-    ['not_found', 'AA 10-100', 'AA 10-100', 'CC 20-29', 'CC 20-29', 'AA 10-100', 'AA 10-100', 'DD 90-120', 'DD 90-120', 'DD 90-120', 'DD 90-120', 'not_found', 'EE 122-122', 'not_found'],
+    [
+      '0.0.0.9',
+      '0.0.0.10',
+      '0.0.0.19',
+      '0.0.0.20',
+      '0.0.0.29',
+      '0.0.0.30',
+      '0.0.0.89',
+      '0.0.0.90',
+      '0.0.0.100',
+      '0.0.0.101',
+      '0.0.0.120',
+      '0.0.0.121',
+      '0.0.0.122',
+      '0.0.0.123',
+    ].map(at),
+    [
+      'not_found',
+      'AA 10-100',
+      'AA 10-100',
+      'CC 20-29',
+      'CC 20-29',
+      'AA 10-100',
+      'AA 10-100',
+      'DD 90-120',
+      'DD 90-120',
+      'DD 90-120',
+      'DD 90-120',
+      'not_found',
+      'EE 122-122',
+      'not_found',
+    ],
   )
   t.equal(g.stats.ipv4OverlappingRows, 3)
-  t.match(found(g.lookup('ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff')).location, { country_code: 'ZZ', country_name: 'Unknown Region', range_end_ip: 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff' })
+  t.match(found(g.lookup('ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff')).location, {
+    country_code: 'ZZ',
+    country_name: 'Unknown Region',
+    range_end_ip: 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff',
+  })
   t.match(found(g.lookup('2001:2::')).location, { country_code: 'JP' })
 })

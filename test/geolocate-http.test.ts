@@ -22,7 +22,11 @@ t.test('IPv4: exact range, names, allowed', async (t) => {
     'the CSV line 16777216,16777471,AU',
   )
   const denied = JSON.parse((await geo('?ip=2.144.10.20')).text)
-  t.match(denied, { ip: '2.144.10.20', location: { country_code: 'IR', country_name: 'Iran', range_start_ip: '2.144.0.0', range_end_ip: '2.147.255.255' }, allowed: false })
+  t.match(denied, {
+    ip: '2.144.10.20',
+    location: { country_code: 'IR', country_name: 'Iran', range_start_ip: '2.144.0.0', range_end_ip: '2.147.255.255' },
+    allowed: false,
+  })
 })
 
 t.test('IPv6: 128-bit integers are exact JSON integers', async (t) => {
@@ -31,7 +35,11 @@ t.test('IPv6: 128-bit integers are exact JSON integers', async (t) => {
   t.match(r.text, /"range_start_int":42541956101370907050197289607612071936,/)
   t.match(r.text, /"range_end_int":42541956180599069564461627201156022271,/)
   const j = JSON.parse(r.text)
-  t.match(j, { ip: '2001:4860:4860::8888', location: { file_index: 1, range_start_ip: '2001:4860::', range_end_ip: '2001:4860:ffff:ffff:ffff:ffff:ffff:ffff', country_code: 'US' }, allowed: true })
+  t.match(j, {
+    ip: '2001:4860:4860::8888',
+    location: { file_index: 1, range_start_ip: '2001:4860::', range_end_ip: '2001:4860:ffff:ffff:ffff:ffff:ffff:ffff', country_code: 'US' },
+    allowed: true,
+  })
   const upper = JSON.parse((await geo('?ip=2A00:1450:4001:081B:0:0:0:200E')).text)
   t.equal(upper.ip, '2a00:1450:4001:81b::200e', 'canonical (RFC 5952) form of the input')
   const kp = JSON.parse((await geo('?ip=2001:678:10ec:f002::1')).text)
@@ -41,7 +49,19 @@ t.test('IPv6: 128-bit integers are exact JSON integers', async (t) => {
 })
 
 t.test('bad input → 422 in the detail shape; unknown → 404', async (t) => {
-  for (const bad of ['', 'abc', '1.2.3', '256.1.1.1', '01.2.3.4', '1.2.3.4%20', '::1::', 'fe80::1%25eth0', '[::1]', 'x'.repeat(5000), "1.1.1.1' OR 1=1"]) {
+  for (const bad of [
+    '',
+    'abc',
+    '1.2.3',
+    '256.1.1.1',
+    '01.2.3.4',
+    '1.2.3.4%20',
+    '::1::',
+    'fe80::1%25eth0',
+    '[::1]',
+    'x'.repeat(5000),
+    "1.1.1.1' OR 1=1",
+  ]) {
     const r = await geo('?ip=' + encodeURIComponent(bad).replace(/%2520/, '%20'))
     t.equal(r.status, 422, `ip=${bad.slice(0, 30)}`)
     const j = JSON.parse(r.text)

@@ -26,11 +26,14 @@ async function call(method: string, path: string, init: { headers?: Record<strin
 function raw(path: string, opts: { method?: string; headers?: Record<string, string>; chunks?: Buffer[] }) {
   const u = new URL(s.url + path)
   return new Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, method: opts.method ?? 'POST', headers: opts.headers }, (res) => {
-      let body = ''
-      res.on('data', (d) => (body += d))
-      res.on('end', () => resolve({ status: res.statusCode!, body, headers: res.headers }))
-    })
+    const req = http.request(
+      { host: u.hostname, port: u.port, path: u.pathname + u.search, method: opts.method ?? 'POST', headers: opts.headers },
+      (res) => {
+        let body = ''
+        res.on('data', (d) => (body += d))
+        res.on('end', () => resolve({ status: res.statusCode!, body, headers: res.headers }))
+      },
+    )
     req.on('error', reject)
     for (const c of opts.chunks ?? []) req.write(c)
     req.end()
@@ -79,7 +82,10 @@ t.test('routing: every spec route exists, with and without trailing slash', asyn
     ['GET', '/geolocate?ip=1.1.1.1'],
   ]
   for (const [method, path] of specRoutes) {
-    const r = await call(method, path, { headers: { ...s.basic(), 'content-type': 'application/json' }, body: method === 'POST' ? '{}' : undefined })
+    const r = await call(method, path, {
+      headers: { ...s.basic(), 'content-type': 'application/json' },
+      body: method === 'POST' ? '{}' : undefined,
+    })
     t.not(r.status, 404, `${method} ${path} is routed (${r.status} ${r.text.slice(0, 120)})`)
     t.not(r.status, 405, `${method} ${path} method allowed`)
   }
@@ -182,13 +188,22 @@ t.test('422: malformed JSON, wrong types, unknown fields, with loc', async (t) =
   const a = await call('POST', '/calls/stats', { headers: h, body: '{"project_id": "acme/p",' })
   t.equal(a.status, 422)
   t.match(a.json.detail[0], { loc: ['body', Number], type: 'json_invalid', msg: /JSON decode error/ })
-  const b = await call('POST', '/calls/stats', { headers: h, body: JSON.stringify({ project_id: 'acme/p', start: '2026-01-01T00:00:00Z', granularity: 'hourly' }) })
+  const b = await call('POST', '/calls/stats', {
+    headers: h,
+    body: JSON.stringify({ project_id: 'acme/p', start: '2026-01-01T00:00:00Z', granularity: 'hourly' }),
+  })
   t.equal(b.status, 422)
   t.match(b.json.detail, [{ loc: ['body', 'granularity'], type: 'int_type' }])
-  const c = await call('POST', '/calls/stats', { headers: h, body: JSON.stringify({ project_id: 'acme/p', start: '2026-01-01T00:00:00Z', bogus: 1 }) })
+  const c = await call('POST', '/calls/stats', {
+    headers: h,
+    body: JSON.stringify({ project_id: 'acme/p', start: '2026-01-01T00:00:00Z', bogus: 1 }),
+  })
   t.equal(c.status, 422)
   t.match(c.json.detail, [{ loc: ['body', 'bogus'], type: 'extra_forbidden' }])
-  const d = await call('POST', '/calls/stats', { headers: h, body: JSON.stringify({ project_id: 'acme/p', start: '2026-01-01T00:00:00Z', filter: { op_names: ['a', 7] } }) })
+  const d = await call('POST', '/calls/stats', {
+    headers: h,
+    body: JSON.stringify({ project_id: 'acme/p', start: '2026-01-01T00:00:00Z', filter: { op_names: ['a', 7] } }),
+  })
   t.equal(d.status, 422)
   t.match(d.json.detail, [{ loc: ['body', 'filter', 'op_names', 1], type: 'string_type' }])
   const e = await call('POST', '/calls/stats', { headers: h, body: '' })
@@ -197,7 +212,10 @@ t.test('422: malformed JSON, wrong types, unknown fields, with loc', async (t) =
   const f = await call('POST', '/calls/stats', { headers: h, body: '[1,2,3]' })
   t.equal(f.status, 422)
   t.match(f.json.detail, [{ loc: ['body'], type: 'dict_type' }])
-  const g = await call('POST', '/calls/stats', { headers: h, body: JSON.stringify({ project_id: "acme/p'; DROP TABLE api_keys; --", start: '2026-01-01T00:00:00Z' }) })
+  const g = await call('POST', '/calls/stats', {
+    headers: h,
+    body: JSON.stringify({ project_id: "acme/p'; DROP TABLE api_keys; --", start: '2026-01-01T00:00:00Z' }),
+  })
   t.equal(g.status, 422, 'hostile project id is rejected by the schema')
   const again = await call('GET', '/admin/keys', { headers: s.basic() })
   t.equal(again.status, 200, 'and changed nothing')
@@ -211,20 +229,37 @@ t.test('chat family: validation errors are 400 in the OpenAI envelope', async (t
   const a = await call('POST', '/v1/chat/completions', { headers: h, body: '{not json' })
   t.equal(a.status, 400)
   t.match(a.json, { error: { type: 'BadRequestError', code: 400, message: /JSON decode error/ } })
-  const b = await call('POST', '/v1/chat/completions', { headers: h, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], top_k: -2 }) })
+  const b = await call('POST', '/v1/chat/completions', {
+    headers: h,
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }], top_k: -2 }),
+  })
   t.equal(b.status, 400)
   t.match(b.json, { error: { param: 'top_k', code: 400 } })
-  const c = await call('POST', '/v1/chat/completions', { headers: h, body: JSON.stringify({ model: 'weft-tiny', messages: [{ role: 'user', content: 'hi', extra_key: 1 }], max_tokens: 2, some_unknown_field: true }) })
+  const c = await call('POST', '/v1/chat/completions', {
+    headers: h,
+    body: JSON.stringify({
+      model: 'weft-tiny',
+      messages: [{ role: 'user', content: 'hi', extra_key: 1 }],
+      max_tokens: 2,
+      some_unknown_field: true,
+    }),
+  })
   t.equal(c.status, 200, 'unknown extra fields are ignored, as vLLM does')
   t.match(c.json, { object: 'chat.completion', model: 'weft-tiny' })
-  const d = await call('POST', '/inference/v1/chat/completions', { headers: h, body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }) })
+  const d = await call('POST', '/inference/v1/chat/completions', {
+    headers: h,
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+  })
   t.equal(d.status, 404, '/inference/v1/chat/completions is /v1/chat/completions')
   t.match(d.json, { error: { type: 'NotFoundError', code: 404, param: 'model', message: 'The model `m` does not exist.' } })
 })
 
 t.test('413: body limits, declared and chunked', async (t) => {
   const big = Buffer.alloc(5000, 'a')
-  const a = await raw('/calls/stats', { headers: { ...s.basic(), 'content-type': 'application/json', 'content-length': String(big.length) }, chunks: [big] })
+  const a = await raw('/calls/stats', {
+    headers: { ...s.basic(), 'content-type': 'application/json', 'content-length': String(big.length) },
+    chunks: [big],
+  })
   t.equal(a.status, 413)
   t.match(JSON.parse(a.body), { reason: /larger than the limit of 4096 bytes/ })
   const b = await raw('/calls/stats', {
@@ -241,7 +276,11 @@ t.test('413: body limits, declared and chunked', async (t) => {
 
 t.test('CORS', async (t) => {
   const pre = await call('OPTIONS', '/calls/stats', {
-    headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+    headers: {
+      origin: 'https://app.example',
+      'access-control-request-method': 'POST',
+      'access-control-request-headers': 'authorization, content-type',
+    },
   })
   t.equal(pre.status, 204)
   t.equal(pre.headers.get('access-control-allow-origin'), 'https://app.example')

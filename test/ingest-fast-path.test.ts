@@ -6,7 +6,26 @@ import { isDeepStrictEqual } from 'node:util'
 import { startServer, tempDir } from './helpers/server.js'
 import { rng } from './helpers/rng.js'
 
-const PIECES = ['a', 'é', '日本', '😀', '"', '\\', '/', '\n', '\t', '\u0001', '\u001f', 'weave:///e/p/object/o:v1', ' ', '}', '[', ',', ':', '\u2028']
+const PIECES = [
+  'a',
+  'é',
+  '日本',
+  '😀',
+  '"',
+  '\\',
+  '/',
+  '\n',
+  '\t',
+  '\u0001',
+  '\u001f',
+  'weave:///e/p/object/o:v1',
+  ' ',
+  '}',
+  '[',
+  ',',
+  ':',
+  '\u2028',
+]
 
 function text(r: () => number): string {
   let s = ''
@@ -28,7 +47,10 @@ function value(r: () => number, depth: number): unknown {
 function spaced(v: unknown, r: () => number): string {
   const ws = () => ['', ' ', '\n', '\t ', '\r\n'][Math.floor(r() * 5)]!
   if (Array.isArray(v)) return `[${ws()}${v.map((x) => spaced(x, r)).join(`${ws()},${ws()}`)}${ws()}]`
-  if (v && typeof v === 'object') return `{${ws()}${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}${ws()}:${ws()}${spaced(x, r)}`).join(`,${ws()}`)}${ws()}}`
+  if (v && typeof v === 'object')
+    return `{${ws()}${Object.entries(v)
+      .map(([k, x]) => `${JSON.stringify(k)}${ws()}:${ws()}${spaced(x, r)}`)
+      .join(`,${ws()}`)}${ws()}}`
   return JSON.stringify(v)
 }
 
@@ -37,7 +59,19 @@ function body(r: () => number, n: number): string {
   for (let i = 0; i < n; i++) {
     const id = i.toString(16).padStart(16, '0')
     const inputs = value(r, 0)
-    batch.push({ mode: 'start', req: { start: { project_id: 'e/p', id, op_name: 'op', started_at: '2026-01-01T00:00:00Z', attributes: value(r, 0), inputs: inputs && typeof inputs === 'object' && !Array.isArray(inputs) ? inputs : { inputs } } } })
+    batch.push({
+      mode: 'start',
+      req: {
+        start: {
+          project_id: 'e/p',
+          id,
+          op_name: 'op',
+          started_at: '2026-01-01T00:00:00Z',
+          attributes: value(r, 0),
+          inputs: inputs && typeof inputs === 'object' && !Array.isArray(inputs) ? inputs : { inputs },
+        },
+      },
+    })
     batch.push({ mode: 'end', req: { end: { project_id: 'e/p', id, ended_at: '2026-01-01T00:00:01Z', output: value(r, 0), summary: {} } } })
   }
   return spaced({ batch }, r)
@@ -80,7 +114,8 @@ t.test('the fast path reads what JSON.parse reads, keeps large values as their b
 })
 
 t.test('the fast path declines what it cannot vouch for; it never accepts invalid JSON', async (t) => {
-  const ok = '{"batch":[{"mode":"start","req":{"start":{"project_id":"e/p","op_name":"o","started_at":"2026-01-01T00:00:00Z","attributes":{},"inputs":{"a":1}}}}]}'
+  const ok =
+    '{"batch":[{"mode":"start","req":{"start":{"project_id":"e/p","op_name":"o","started_at":"2026-01-01T00:00:00Z","attributes":{},"inputs":{"a":1}}}}]}'
   t.type(parseWithRawValues(Buffer.from(ok), 'batch'), 'object')
   const bad = [
     ok.slice(0, -1),
@@ -96,14 +131,16 @@ t.test('the fast path declines what it cannot vouch for; it never accepts invali
     ok.replace('{"a":1}', "{'a':1}"),
     ok.replace('{"a":1}', '{"a":"\\ud800"}'),
     ok.replace('{"a":1}', '{"a":"\\ud83d\\ude00"}'),
-    ok.replace('{"a":1}', '[' .repeat(300) + ']'.repeat(300)),
+    ok.replace('{"a":1}', '['.repeat(300) + ']'.repeat(300)),
     '',
     ' ',
   ]
   bad.forEach((b, i) => t.equal(parseWithRawValues(Buffer.from(b), 'batch'), null, `invalid or unvouched body ${i} declined`))
   t.equal(parseWithRawValues(Buffer.from([0x7b, 0xff, 0x7d]), 'batch'), null, 'not UTF-8: declined')
   // An escaped key on the way is valid JSON, just not one the walk follows: the value stays parsed.
-  const escapedKey = parseWithRawValues(Buffer.from(ok.replace('"inputs"', '"\\u0069nputs"')), 'batch') as { batch: { req: { start: { inputs: unknown } } }[] }
+  const escapedKey = parseWithRawValues(Buffer.from(ok.replace('"inputs"', '"\\u0069nputs"')), 'batch') as {
+    batch: { req: { start: { inputs: unknown } } }[]
+  }
   t.same(escapedKey.batch[0]!.req.start.inputs, { a: 1 })
 })
 
@@ -113,7 +150,11 @@ t.test('calls ingested through the fast path read back exactly; hostile strings 
   const srv = await startServer({ dataDir: dir })
   t.teardown(() => srv.stop())
   const post = async (p: string, b: unknown) => {
-    const res = await fetch(srv.url + p, { method: 'POST', headers: { ...srv.basic(), 'content-type': 'application/json' }, body: typeof b === 'string' ? b : JSON.stringify(b) })
+    const res = await fetch(srv.url + p, {
+      method: 'POST',
+      headers: { ...srv.basic(), 'content-type': 'application/json' },
+      body: typeof b === 'string' ? b : JSON.stringify(b),
+    })
     return { status: res.status, json: (await res.json()) as any }
   }
   const r = rng(7)
@@ -126,16 +167,28 @@ t.test('calls ingested through the fast path read back exactly; hostile strings 
     const output = i % 3 === 0 ? [value(r, 0), 'weave:///e/p/object/out:v1'] : { o: value(r, 0), n: 1e-7 }
     const attributes = { a: text(r) }
     sent.push({ id, inputs, output, attributes })
-    items.push(`{"mode":"start","req":{"start":{"project_id":"e/p","id":"${id}","op_name":"op","started_at":"2026-01-01T00:00:00Z","attributes":${spaced(attributes, r)},"inputs":${spaced(inputs, r)}}}}`)
-    items.push(`{"mode":"end","req":{"end":{"project_id":"e/p","id":"${id}","ended_at":"2026-01-01T00:00:01Z","output":${spaced(output, r)},"summary":{}}}}`)
+    items.push(
+      `{"mode":"start","req":{"start":{"project_id":"e/p","id":"${id}","op_name":"op","started_at":"2026-01-01T00:00:00Z","attributes":${spaced(attributes, r)},"inputs":${spaced(inputs, r)}}}}`,
+    )
+    items.push(
+      `{"mode":"end","req":{"end":{"project_id":"e/p","id":"${id}","ended_at":"2026-01-01T00:00:01Z","output":${spaced(output, r)},"summary":{}}}}`,
+    )
   }
   const res = await post('/call/upsert_batch', `{"batch":[${items.join(',')}]}`)
   t.equal(res.status, 200)
   t.equal(res.json.res.length, 80)
   const back = await Promise.all(sent.map(async (s) => (await post('/call/read', { project_id: 'e/p', id: s.id })).json.call))
-  t.same(back.map((c) => [c.inputs, c.output, c.attributes]), sent.map((s) => [s.inputs, s.output, s.attributes]), 'every call reads back as sent')
+  t.same(
+    back.map((c) => [c.inputs, c.output, c.attributes]),
+    sent.map((s) => [s.inputs, s.output, s.attributes]),
+    'every call reads back as sent',
+  )
   const byRef = await post('/calls/query', { project_id: 'e/p', filter: { input_refs: ['weave:///e/p/object/thing:v10'] } })
-  t.same(byRef.json.calls.map((c: { id: string }) => c.id), [sent[10]!.id], 'a ref inside raw inputs is filterable')
+  t.same(
+    byRef.json.calls.map((c: { id: string }) => c.id),
+    [sent[10]!.id],
+    'a ref inside raw inputs is filterable',
+  )
   const byOutRef = await post('/calls/query', { project_id: 'e/p', filter: { output_refs: ['weave:///e/p/object/out:v1'] } })
   t.equal(byOutRef.json.calls.length, 14, 'refs inside raw outputs (arrays) are filterable')
 
@@ -154,6 +207,10 @@ t.test('calls ingested through the fast path read back exactly; hostile strings 
   t.not(code, 0)
   const again = await startServer({ dataDir: dir, key: srv.key })
   t.teardown(() => again.stop())
-  const res2 = await fetch(again.url + '/calls/query_stats', { method: 'POST', headers: { ...again.basic(), 'content-type': 'application/json' }, body: JSON.stringify({ project_id: 'e/p' }) })
+  const res2 = await fetch(again.url + '/calls/query_stats', {
+    method: 'POST',
+    headers: { ...again.basic(), 'content-type': 'application/json' },
+    body: JSON.stringify({ project_id: 'e/p' }),
+  })
   t.same(await res2.json(), { count: 41, has_more: false }, 'every call is back after a restart')
 })

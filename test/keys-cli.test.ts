@@ -39,7 +39,10 @@ t.test('weft keys create/list/revoke on a stopped server', async (t) => {
   const s = await startServer({ dataDir })
   const body = JSON.stringify({ project_id: 'acme/x', start: '2026-01-01T00:00:00Z', end: '2026-01-02T00:00:00Z' })
   t.equal((await fetch(s.url + '/calls/stats', { method: 'POST', headers: basic(key), body })).status, 200)
-  t.equal((await fetch(s.url + '/calls/stats', { method: 'POST', headers: basic(key), body: body.replace('acme/x', 'other/x') })).status, 403)
+  t.equal(
+    (await fetch(s.url + '/calls/stats', { method: 'POST', headers: basic(key), body: body.replace('acme/x', 'other/x') })).status,
+    403,
+  )
 
   // While the server holds the catalog, the CLI goes through its admin API.
   const viaNoKey = await runCli(['keys', 'list', '--data-dir', dataDir], { WEFT_API_KEY: '' })
@@ -47,7 +50,11 @@ t.test('weft keys create/list/revoke on a stopped server', async (t) => {
   t.match(viaNoKey.stderr, /holds the catalog; pass an admin key/)
   const via = await runCli(['keys', 'revoke', id, '--data-dir', dataDir], { WEFT_API_KEY: s.key })
   t.equal(via.code, 0, via.stderr)
-  t.equal((await fetch(s.url + '/calls/stats', { method: 'POST', headers: basic(key), body })).status, 401, 'revoked through the running server')
+  t.equal(
+    (await fetch(s.url + '/calls/stats', { method: 'POST', headers: basic(key), body })).status,
+    401,
+    'revoked through the running server',
+  )
   const created = await runCli(['keys', 'create', '--user', 'carol', '--data-dir', dataDir], { WEFT_API_KEY: s.key })
   t.equal(created.code, 0, created.stderr)
   t.equal((await fetch(s.url + '/calls/stats', { method: 'POST', headers: basic(created.stdout.trim()), body })).status, 200)

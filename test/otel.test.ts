@@ -14,8 +14,15 @@ t.before(async () => {
 t.teardown(() => s.stop())
 
 async function calls(project: string): Promise<any[]> {
-  const r = await fetch(s.url + '/calls/stream_query', { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify({ project_id: project }) })
-  return (await r.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  const r = await fetch(s.url + '/calls/stream_query', {
+    method: 'POST',
+    headers: { ...s.basic(), 'content-type': 'application/json' },
+    body: JSON.stringify({ project_id: project }),
+  })
+  return (await r.text())
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
 }
 
 /** An instrumented "agent": a root span, an LLM child with GenAI attributes, and a failing tool call. */
@@ -28,7 +35,19 @@ async function runAgent(exporter: ProtoExporter | JsonExporter, project: string)
   const tracer = provider.getTracer('weft-test')
   const root = tracer.startSpan('agent.run', { attributes: { 'input.value': '{"question":"2+2?"}' } })
   const ctx = trace.setSpan(context.active(), root)
-  const llm = tracer.startSpan('chat gpt-x', { attributes: { 'gen_ai.system': 'openai', 'gen_ai.request.model': 'gpt-x', 'gen_ai.usage.input_tokens': 12, 'gen_ai.usage.output_tokens': 5, 'gen_ai.completion': 'four' } }, ctx)
+  const llm = tracer.startSpan(
+    'chat gpt-x',
+    {
+      attributes: {
+        'gen_ai.system': 'openai',
+        'gen_ai.request.model': 'gpt-x',
+        'gen_ai.usage.input_tokens': 12,
+        'gen_ai.usage.output_tokens': 5,
+        'gen_ai.completion': 'four',
+      },
+    },
+    ctx,
+  )
   llm.end()
   const tool = tracer.startSpan('tool.calc', {}, ctx)
   tool.setStatus({ code: SpanStatusCode.ERROR, message: 'division by zero' })
@@ -37,7 +56,12 @@ async function runAgent(exporter: ProtoExporter | JsonExporter, project: string)
   root.end()
   await provider.forceFlush()
   await provider.shutdown()
-  return { traceId: root.spanContext().traceId, rootId: root.spanContext().spanId, llmId: llm.spanContext().spanId, toolId: tool.spanContext().spanId }
+  return {
+    traceId: root.spanContext().traceId,
+    rootId: root.spanContext().spanId,
+    llmId: llm.spanContext().spanId,
+    toolId: tool.spanContext().spanId,
+  }
 }
 
 for (const [label, Exporter] of [
@@ -54,11 +78,20 @@ for (const [label, Exporter] of [
     const root = byId.get(ids.rootId)
     const llm = byId.get(ids.llmId)
     const tool = byId.get(ids.toolId)
-    t.match(root, { op_name: 'agent.run', trace_id: ids.traceId, parent_id: null, inputs: { input: { question: '2+2?' } }, output: 4, svc_user_id: 'admin' })
+    t.match(root, {
+      op_name: 'agent.run',
+      trace_id: ids.traceId,
+      parent_id: null,
+      inputs: { input: { question: '2+2?' } },
+      output: 4,
+      svc_user_id: 'admin',
+    })
     t.equal(root.summary.weave.status, 'success')
     t.type(root.summary.weave.latency_ms, 'number')
     t.match(llm, { parent_id: ids.rootId, trace_id: ids.traceId, output: 'four' })
-    t.same(llm.summary.usage, { 'gpt-x': { input_tokens: 12, output_tokens: 5, prompt_tokens: 12, completion_tokens: 5, total_tokens: 17, requests: 1 } })
+    t.same(llm.summary.usage, {
+      'gpt-x': { input_tokens: 12, output_tokens: 5, prompt_tokens: 12, completion_tokens: 5, total_tokens: 17, requests: 1 },
+    })
     t.equal(llm.attributes.gen_ai.system, 'openai', 'dotted attributes are nested')
     t.equal(llm.attributes.otel_span.attributes['gen_ai.request.model'], 'gpt-x', 'the span is kept whole')
     t.equal(llm.attributes.otel_span.resource.attributes['service.name'], 'agent')
@@ -67,7 +100,10 @@ for (const [label, Exporter] of [
     const q = await fetch(s.url + '/calls/query_stats', {
       method: 'POST',
       headers: { ...s.basic(), 'content-type': 'application/json' },
-      body: JSON.stringify({ project_id: project, query: { $expr: { $eq: [{ $getField: 'attributes.gen_ai.system' }, { $literal: 'openai' }] } } }),
+      body: JSON.stringify({
+        project_id: project,
+        query: { $expr: { $eq: [{ $getField: 'attributes.gen_ai.system' }, { $literal: 'openai' }] } },
+      }),
     })
     t.same(await q.json(), { count: 1, has_more: false }, 'span attributes are queryable')
   })
@@ -86,11 +122,25 @@ t.test('OTLP bad input and partial success', async (t) => {
   const noAuth = await fetch(s.url + '/otel/v1/traces', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
   t.equal(noAuth.status, 401)
 
-  const span = (traceId: string, spanId: string) => ({ traceId, spanId, name: 'x', startTimeUnixNano: '1767225600000000000', endTimeUnixNano: '1767225601000000000' })
+  const span = (traceId: string, spanId: string) => ({
+    traceId,
+    spanId,
+    name: 'x',
+    startTimeUnixNano: '1767225600000000000',
+    endTimeUnixNano: '1767225601000000000',
+  })
   const body = {
     resourceSpans: [
       { resource: { attributes: [] }, scopeSpans: [{ spans: [span('0123456789abcdef0123456789abcdef', '0123456789abcdef')] }] },
-      { resource: { attributes: [{ key: 'wandb.entity', value: { stringValue: 'acme' } }, { key: 'wandb.project', value: { stringValue: 'partial' } }] }, scopeSpans: [{ spans: [span('0123456789abcdef0123456789abcdef', '1123456789abcdef'), span('short', '2123456789abcdef')] }] },
+      {
+        resource: {
+          attributes: [
+            { key: 'wandb.entity', value: { stringValue: 'acme' } },
+            { key: 'wandb.project', value: { stringValue: 'partial' } },
+          ],
+        },
+        scopeSpans: [{ spans: [span('0123456789abcdef0123456789abcdef', '1123456789abcdef'), span('short', '2123456789abcdef')] }],
+      },
     ],
   }
   const partial = await post(JSON.stringify(body), { 'content-type': 'application/json' })
@@ -100,7 +150,11 @@ t.test('OTLP bad input and partial success', async (t) => {
   t.match(pj.partial_success.error_message, /no project.*trace id must be 16 bytes/s)
   t.equal((await calls('acme/partial')).length, 1, 'the good span is stored')
 
-  const viaHeader = await post(gzipSync(JSON.stringify({ resourceSpans: [body.resourceSpans[0]] })), { 'content-type': 'application/json', 'content-encoding': 'gzip', 'project-id': 'acme/by-header' })
+  const viaHeader = await post(gzipSync(JSON.stringify({ resourceSpans: [body.resourceSpans[0]] })), {
+    'content-type': 'application/json',
+    'content-encoding': 'gzip',
+    'project-id': 'acme/by-header',
+  })
   t.equal(viaHeader.status, 200)
   t.same(await viaHeader.json(), {})
   t.equal((await calls('acme/by-header')).length, 1, 'gzip body, project from the project-id header')

@@ -10,7 +10,10 @@ const req = {
   start: '2026-05-01T00:00:00Z',
   end: '2026-05-03T00:00:00Z',
   granularity: 86400,
-  call_metrics: [{ metric: 'latency_ms' as const, aggregations: ['sum', 'min', 'max'], percentiles: [50] }, { metric: 'call_count' as const }],
+  call_metrics: [
+    { metric: 'latency_ms' as const, aggregations: ['sum', 'min', 'max'], percentiles: [50] },
+    { metric: 'call_count' as const },
+  ],
   usage_metrics: [{ metric: 'input_tokens' as const }],
 }
 
@@ -20,8 +23,16 @@ function calls(from: number, n: number) {
     const id = `01900000-0000-7000-b000-${k.toString(16).padStart(12, '0')}`
     const started = Date.parse('2026-05-01T00:00:00Z') + k * 600_000
     return [
-      startPart({ project_id: P, id, trace_id: id, op_name: `op${k % 3}`, started_at: new Date(started).toISOString(), attributes: {}, inputs: {} }, 'me'),
-      endPart({ project_id: P, id, ended_at: new Date(started + 10 * k + 5).toISOString(), summary: { usage: { m: { prompt_tokens: k } } } }),
+      startPart(
+        { project_id: P, id, trace_id: id, op_name: `op${k % 3}`, started_at: new Date(started).toISOString(), attributes: {}, inputs: {} },
+        'me',
+      ),
+      endPart({
+        project_id: P,
+        id,
+        ended_at: new Date(started + 10 * k + 5).toISOString(),
+        summary: { usage: { m: { prompt_tokens: k } } },
+      }),
     ]
   }).flat()
 }
@@ -76,19 +87,52 @@ t.test('the per-call tier through corrections, deletes and consolidation gives w
   const ids = Array.from({ length: 60 }, (_, k) => `01900000-0000-7000-c000-${k.toString(16).padStart(12, '0')}`)
   const started = (k: number) => base + k * 7 * 60_000 + 1234
   // Starts first (flushed: in the tables), then ends with usage and errors, then deletes.
-  await a.store.ingest(ids.map((id, k) => startPart({ project_id: Q, id, trace_id: id, op_name: `op${k % 2}`, started_at: new Date(started(k)).toISOString(), attributes: {}, inputs: {} }, 'me')))
+  await a.store.ingest(
+    ids.map((id, k) =>
+      startPart(
+        {
+          project_id: Q,
+          id,
+          trace_id: id,
+          op_name: `op${k % 2}`,
+          started_at: new Date(started(k)).toISOString(),
+          attributes: {},
+          inputs: {},
+        },
+        'me',
+      ),
+    ),
+  )
   await a.store.flush()
-  await a.store.ingest(ids.map((id, k) => endPart({ project_id: Q, id, ended_at: new Date(started(k) + 100 + k * 37).toISOString(), summary: { usage: { [`m${k % 3}`]: { prompt_tokens: k, completion_tokens: 2 * k } } }, ...(k % 11 === 0 ? { exception: 'boom' } : {}) })))
+  await a.store.ingest(
+    ids.map((id, k) =>
+      endPart({
+        project_id: Q,
+        id,
+        ended_at: new Date(started(k) + 100 + k * 37).toISOString(),
+        summary: { usage: { [`m${k % 3}`]: { prompt_tokens: k, completion_tokens: 2 * k } } },
+        ...(k % 11 === 0 ? { exception: 'boom' } : {}),
+      }),
+    ),
+  )
   await a.store.flush()
-  await a.store.ingest(ids.filter((_, k) => k % 7 === 3).map((id) => ({ kind: 'delete' as const, project_id: Q, id, deleted_us: Date.now() * 1000 })))
+  await a.store.ingest(
+    ids.filter((_, k) => k % 7 === 3).map((id) => ({ kind: 'delete' as const, project_id: Q, id, deleted_us: Date.now() * 1000 })),
+  )
   // Left in the tail: the query-time correction.
-  await a.store.ingest(ids.slice(0, 5).map((id, k) => endPart({ project_id: Q, id, ended_at: new Date(started(k) + 5000).toISOString(), summary: {} })))
+  await a.store.ingest(
+    ids.slice(0, 5).map((id, k) => endPart({ project_id: Q, id, ended_at: new Date(started(k) + 5000).toISOString(), summary: {} })),
+  )
   const req = {
     project_id: Q,
     start: new Date(base + 17 * 60_000 + 5).toISOString(),
     end: new Date(base + 6 * 3_600_000 + 41 * 60_000).toISOString(),
     granularity: 3600,
-    call_metrics: [{ metric: 'latency_ms' as const, aggregations: ['sum', 'avg'], percentiles: [50, 90] }, { metric: 'call_count' as const }, { metric: 'error_count' as const }],
+    call_metrics: [
+      { metric: 'latency_ms' as const, aggregations: ['sum', 'avg'], percentiles: [50, 90] },
+      { metric: 'call_count' as const },
+      { metric: 'error_count' as const },
+    ],
     usage_metrics: [{ metric: 'input_tokens' as const, aggregations: ['sum', 'count'] }, { metric: 'output_tokens' as const }],
   }
   const scan = await a.stats.run({ ...req, filter: { trace_ids: ids } })

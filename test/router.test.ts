@@ -29,7 +29,11 @@ t.test('path params, specificity and decoding', async (t) => {
   t.match(r.match('GET', '/v2/a/b/things/x'), { kind: 'found', route: 'generic' })
   t.same(r.match('GET', '/v2/acme//predictions/p1'), { kind: 'not_found' }, 'empty segment is no param')
   t.match(r.match('GET', '/v2/acme/proj/predictions/%ZZ'), { kind: 'bad_path' })
-  t.match(r.match('GET', '/v2/acme/proj/predictions/..%2F..%2Fetc'), { kind: 'found', params: { prediction_id: '../../etc' } }, 'decoded, never a path on disk')
+  t.match(
+    r.match('GET', '/v2/acme/proj/predictions/..%2F..%2Fetc'),
+    { kind: 'found', params: { prediction_id: '../../etc' } },
+    'decoded, never a path on disk',
+  )
 })
 
 t.test('catch-all', async (t) => {

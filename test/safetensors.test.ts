@@ -35,7 +35,10 @@ t.test('f16 and bf16 become float32; sharded directories follow their index', as
   await writeRaw(path.join(dir, 'b.safetensors'), {
     b: { dtype: 'BF16', shape: [3], bytes: u16([0x3f80, 0xc000, 0x4049]) },
   })
-  await writeFile(path.join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: { h: 'a.safetensors', b: 'b.safetensors' } }))
+  await writeFile(
+    path.join(dir, 'model.safetensors.index.json'),
+    JSON.stringify({ weight_map: { h: 'a.safetensors', b: 'b.safetensors' } }),
+  )
   const w = await readModelWeights(dir)
   t.same([...w.get('h')!.data], [1, -2, 0.5, 65504, 2 ** -24])
   t.same([...w.get('b')!.data], [1, -2, 3.140625])

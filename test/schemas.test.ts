@@ -99,10 +99,24 @@ t.test('POST /calls/stats', async (t) => {
   passes(
     t,
     s,
-    { project_id: 'e/p', start: '2025-06-01T00:00:00', end: null, granularity: null, usage_metrics: null, call_metrics: null, filter: null, timezone: 'UTC' },
+    {
+      project_id: 'e/p',
+      start: '2025-06-01T00:00:00',
+      end: null,
+      granularity: null,
+      usage_metrics: null,
+      call_metrics: null,
+      filter: null,
+      timezone: 'UTC',
+    },
     'Python SDK body: naive datetime and explicit nulls',
   )
-  const m = passes(t, s, { project_id: 'e/p', start: '2025-06-01T00:00:00Z', call_metrics: [{ metric: 'latency_ms' }] }, 'metric spec without aggregations')
+  const m = passes(
+    t,
+    s,
+    { project_id: 'e/p', start: '2025-06-01T00:00:00Z', call_metrics: [{ metric: 'latency_ms' }] },
+    'metric spec without aggregations',
+  )
   // ajv fills no defaults under anyOf (the nullable list), so the handler must apply `[sum]` itself.
   t.same(m.call_metrics[0], { metric: 'latency_ms' }, 'defaults inside nullable members are documentation only')
   passes(t, s, { ...full, call_metrics: [{ metric: 'latency_ms', note: 'x' }] }, 'nested metric spec ignores extra keys')
@@ -117,7 +131,7 @@ t.test('POST /calls/stats', async (t) => {
   fails(t, s, { ...full, usage_metrics: [{ metric: 'latency_ms' }] }, 'call metric in usage_metrics')
   fails(t, s, { ...full, call_metrics: [{ metric: 'latency_ms', aggregations: ['median'] }] }, 'unknown aggregation')
   // Out-of-range percentiles pass the schema: the handler answers them 400, as upstream's ValueError (test/stats).
-  passes(t, s, { ...full, call_metrics: [{ metric: 'latency_ms', percentiles: [101] }] }, 'percentile above 100 is the handler\'s to refuse')
+  passes(t, s, { ...full, call_metrics: [{ metric: 'latency_ms', percentiles: [101] }] }, "percentile above 100 is the handler's to refuse")
   fails(t, s, { ...full, filter: { wb_user_id: ['u'] } }, 'unknown filter member')
   fails(t, s, { ...full, project_id: 'project' }, 'project id without entity')
 })
@@ -159,7 +173,7 @@ t.test('POST /calls/query_stats', async (t) => {
   fails(t, s, { ...spec, query: { $expr: {} } }, 'empty operation')
   fails(t, s, { ...spec, query: { $expr: { $and: [] }, extra: 1 } }, 'query with a second key')
   fails(t, s, { ...spec, query: { $and: [] } }, 'query without $expr')
-  passes(t, s, { ...spec, limit: 0 }, 'limit 0 is the handler\'s to refuse (400)')
+  passes(t, s, { ...spec, limit: 0 }, "limit 0 is the handler's to refuse (400)")
   fails(t, s, { ...spec, sort_by: [] }, 'unknown top-level key')
 })
 
@@ -170,14 +184,23 @@ t.test('POST /calls/usage', async (t) => {
   t.equal(d.include_costs, false)
   passes(t, s, { project_id: 'e/p', call_ids: [], include_costs: true, limit: 1 }, 'every member')
   fails(t, s, { project_id: 'e/p' }, 'call_ids missing')
-  passes(t, s, { project_id: 'e/p', call_ids: ['a'], limit: 0 }, 'limit 0 is the handler\'s to refuse (400)')
+  passes(t, s, { project_id: 'e/p', call_ids: ['a'], limit: 0 }, "limit 0 is the handler's to refuse (400)")
   fails(t, s, { project_id: 'e/p', call_ids: ['a'], filter: {} }, 'unknown top-level key')
   passes(
     t,
     calls.CallsUsageResSchema,
     {
       call_usage: {
-        root: { 'gpt-4o': { requests: 2, prompt_tokens: 30, completion_tokens: 10, total_tokens: 40, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 } },
+        root: {
+          'gpt-4o': {
+            requests: 2,
+            prompt_tokens: 30,
+            completion_tokens: 10,
+            total_tokens: 40,
+            cache_read_input_tokens: 0,
+            cache_creation_input_tokens: 0,
+          },
+        },
         unknown: {},
       },
       unfinished_call_ids: [],
@@ -203,7 +226,16 @@ t.test('POST /objs/query', async (t) => {
     s,
     {
       project_id: 'e/p',
-      filter: { base_object_classes: ['Dataset'], exclude_base_object_classes: null, leaf_object_classes: null, object_ids: null, is_op: false, latest_only: null, tags: null, aliases: null },
+      filter: {
+        base_object_classes: ['Dataset'],
+        exclude_base_object_classes: null,
+        leaf_object_classes: null,
+        object_ids: null,
+        is_op: false,
+        latest_only: null,
+        tags: null,
+        aliases: null,
+      },
       limit: null,
       offset: null,
       sort_by: null,
@@ -246,7 +278,19 @@ t.test('POST /objs/query', async (t) => {
 
 t.test('POST /v2/{entity}/{project}/datasets', async (t) => {
   const s = v2.DatasetCreateReqSchema
-  passes(t, s, { name: 'My Dataset', description: 'd', rows: [{ q: 'a', a: 1 }, { q: 'b', nested: { x: [1] } }] }, 'full')
+  passes(
+    t,
+    s,
+    {
+      name: 'My Dataset',
+      description: 'd',
+      rows: [
+        { q: 'a', a: 1 },
+        { q: 'b', nested: { x: [1] } },
+      ],
+    },
+    'full',
+  )
   passes(t, s, { rows: [] }, 'name is optional upstream')
   passes(t, s, { name: null, description: null, rows: [{}] }, 'nulls')
   fails(t, s, { name: 'x' }, 'rows missing')
@@ -281,18 +325,48 @@ t.test('v2 query strings (coerced like the server does)', async (t) => {
 })
 
 t.test('v2 records', async (t) => {
-  passes(t, v2.PredictionSchema, { prediction_id: 'p', model: 'weave:///e/p/object/M:abc', inputs: { x: 1 }, output: null, evaluation_run_id: null, svc_user_id: 'u' }, 'prediction')
+  passes(
+    t,
+    v2.PredictionSchema,
+    { prediction_id: 'p', model: 'weave:///e/p/object/M:abc', inputs: { x: 1 }, output: null, evaluation_run_id: null, svc_user_id: 'u' },
+    'prediction',
+  )
   fails(t, v2.PredictionSchema, { prediction_id: 'p', model: 'm', inputs: { x: 1 } }, 'prediction without output')
-  passes(t, v2.OpVersionSchema, { object_id: 'op', digest: 'd', version_index: 0, created_at: '2025-06-01T00:00:00Z', code: 'def f(): ...' }, 'op version')
+  passes(
+    t,
+    v2.OpVersionSchema,
+    { object_id: 'op', digest: 'd', version_index: 0, created_at: '2025-06-01T00:00:00Z', code: 'def f(): ...' },
+    'op version',
+  )
   passes(
     t,
     v2.EvaluationSchema,
-    { object_id: 'ev', digest: 'd', version_index: 1, created_at: '2025-06-01T00:00:00Z', name: 'ev', description: null, dataset: 'weave:///e/p/object/ds:1', scorers: [], trials: 1 },
+    {
+      object_id: 'ev',
+      digest: 'd',
+      version_index: 1,
+      created_at: '2025-06-01T00:00:00Z',
+      name: 'ev',
+      description: null,
+      dataset: 'weave:///e/p/object/ds:1',
+      scorers: [],
+      trials: 1,
+    },
     'evaluation',
   )
-  passes(t, v2.ScorerSchema, { object_id: 's', digest: 'd', version_index: 0, created_at: '2025-06-01T00:00:00Z', name: 's', score_op: 'weave:///e/p/op/s_score:1' }, 'scorer')
+  passes(
+    t,
+    v2.ScorerSchema,
+    { object_id: 's', digest: 'd', version_index: 0, created_at: '2025-06-01T00:00:00Z', name: 's', score_op: 'weave:///e/p/op/s_score:1' },
+    'scorer',
+  )
   passes(t, common.NumDeletedSchema, { num_deleted: 2 }, 'num_deleted')
-  passes(t, common.ValidationErrorSchema, { detail: [{ loc: ['body', 'rows', 0], msg: 'Field required', type: 'missing' }] }, 'validation error')
+  passes(
+    t,
+    common.ValidationErrorSchema,
+    { detail: [{ loc: ['body', 'rows', 0], msg: 'Field required', type: 'missing' }] },
+    'validation error',
+  )
   passes(t, common.ReasonErrorSchema, { reason: 'gone', deleted_at: '2025-06-01T00:00:00Z' }, 'reason with extras')
   passes(t, common.OpenAIErrorSchema, { error: { message: 'm', type: 'BadRequestError', param: null, code: 400 } }, 'openai error')
   fails(t, common.OpenAIErrorSchema, { error: { message: 'm', type: 'BadRequestError', param: null, code: '400' } }, 'string code')
@@ -302,7 +376,20 @@ t.test('POST /v1/chat/completions', async (t) => {
   const s = chat.ChatCompletionReqSchema
   const minimal = { messages: [{ role: 'user', content: 'hi' }] }
   const d = passes(t, s, minimal, 'minimal')
-  t.match(d, { n: 1, stream: false, logprobs: false, top_logprobs: 0, add_generation_prompt: true, continue_final_message: false, skip_special_tokens: true, priority: 0 }, 'defaults filled in')
+  t.match(
+    d,
+    {
+      n: 1,
+      stream: false,
+      logprobs: false,
+      top_logprobs: 0,
+      add_generation_prompt: true,
+      continue_final_message: false,
+      skip_special_tokens: true,
+      priority: 0,
+    },
+    'defaults filled in',
+  )
   t.notOk('temperature' in d || 'seed' in d || 'top_k' in d || 'reasoning_effort' in d, 'no defaults that would hide "unset"')
 
   passes(t, s, { ...minimal, some_future_field: { a: 1 }, store: true, metadata: {} }, 'unknown top-level fields are allowed')
@@ -427,8 +514,19 @@ t.test('chat responses', async (t) => {
       choices: [
         {
           index: 0,
-          message: { role: 'assistant', content: '2', refusal: null, annotations: null, audio: null, function_call: null, tool_calls: [], reasoning_content: null },
-          logprobs: { content: [{ token: '2', logprob: -0.012, bytes: [50], top_logprobs: [{ token: '2', logprob: -0.012, bytes: [50] }] }] },
+          message: {
+            role: 'assistant',
+            content: '2',
+            refusal: null,
+            annotations: null,
+            audio: null,
+            function_call: null,
+            tool_calls: [],
+            reasoning_content: null,
+          },
+          logprobs: {
+            content: [{ token: '2', logprob: -0.012, bytes: [50], top_logprobs: [{ token: '2', logprob: -0.012, bytes: [50] }] }],
+          },
           finish_reason: 'stop',
           stop_reason: null,
           token_ids: null,
@@ -446,7 +544,14 @@ t.test('chat responses', async (t) => {
   fails(
     t,
     chat.ChatCompletionResSchema,
-    { id: 'x', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [], usage: { prompt_tokens: 1, total_tokens: 1, completion_tokens: 0 } },
+    {
+      id: 'x',
+      object: 'chat.completion.chunk',
+      created: 1,
+      model: 'm',
+      choices: [],
+      usage: { prompt_tokens: 1, total_tokens: 1, completion_tokens: 0 },
+    },
     'wrong object',
   )
   passes(
@@ -506,7 +611,14 @@ t.test('call stats response', async (t) => {
   fails(
     t,
     calls.CallStatsResSchema,
-    { start: 'x', end: 'y', granularity: 1, timezone: 'UTC', usage_buckets: [], call_buckets: [{ timestamp: '2025-06-01T00:00:00Z', count: 1, label: 'text' }] },
+    {
+      start: 'x',
+      end: 'y',
+      granularity: 1,
+      timezone: 'UTC',
+      usage_buckets: [],
+      call_buckets: [{ timestamp: '2025-06-01T00:00:00Z', count: 1, label: 'text' }],
+    },
     'bad timestamps and a non-numeric metric column',
   )
   passes(t, calls.CallsQueryStatsResSchema, { count: 3, total_storage_size_bytes: null }, 'query stats response')

@@ -15,7 +15,13 @@ t.test('SIGTERM lets a request in flight finish, then exits 0 and frees the cata
   // Start an upload, stop half way, signal the server, then finish it.
   const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
     const req = http.request(
-      { host: u.hostname, port: u.port, path: '/calls/stats', method: 'POST', headers: { ...s.basic(), 'content-length': String(body.length) } },
+      {
+        host: u.hostname,
+        port: u.port,
+        path: '/calls/stats',
+        method: 'POST',
+        headers: { ...s.basic(), 'content-length': String(body.length) },
+      },
       (res) => {
         let b = ''
         res.on('data', (d) => (b += d))

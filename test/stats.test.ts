@@ -15,7 +15,12 @@ t.teardown(() => s.stop())
 const P = 'acme/stats'
 const BASE = Date.parse('2026-03-06T00:00:00Z')
 const H = 3_600_000
-const OPS = ['weave:///acme/stats/op/plan:v1', 'weave:///acme/stats/op/search:v1', 'weave:///acme/stats/op/answer:v1', 'weave:///acme/stats/op/judge:v2']
+const OPS = [
+  'weave:///acme/stats/op/plan:v1',
+  'weave:///acme/stats/op/search:v1',
+  'weave:///acme/stats/op/answer:v1',
+  'weave:///acme/stats/op/judge:v2',
+]
 const MODELS = ['gpt-4o', 'claude-3-5-sonnet-20241022', 'in-house-model']
 /** Default book prices (assets/prices.json), USD per token. */
 const PRICE: Record<string, [number, number]> = { 'gpt-4o': [2.5e-6, 10e-6], 'claude-3-5-sonnet-20241022': [3e-6, 15e-6] }
@@ -56,7 +61,10 @@ for (let i = 0; i < 1000; i++) {
   for (const m of MODELS) {
     if (r() < 0.45) {
       // Both provider spellings occur; statistics sum them.
-      usage[m] = r() < 0.5 ? { prompt_tokens: Math.floor(r() * 2000), completion_tokens: Math.floor(r() * 500), requests: 1 } : { input_tokens: Math.floor(r() * 2000), output_tokens: Math.floor(r() * 500), total_tokens: 0, requests: 1 }
+      usage[m] =
+        r() < 0.5
+          ? { prompt_tokens: Math.floor(r() * 2000), completion_tokens: Math.floor(r() * 500), requests: 1 }
+          : { input_tokens: Math.floor(r() * 2000), output_tokens: Math.floor(r() * 500), total_tokens: 0, requests: 1 }
       if (r() < 0.3) usage[m]!.cache_read_input_tokens = Math.floor(r() * 300)
     }
   }
@@ -83,10 +91,36 @@ const iso = (ms: number) => new Date(ms).toISOString()
 
 function items(c: Call) {
   const out: unknown[] = [
-    { mode: 'start', req: { start: { project_id: P, id: c.id, trace_id: c.trace_id, parent_id: c.parent_id, op_name: c.op, started_at: iso(c.started), attributes: {}, inputs: { i: c.id } } } },
+    {
+      mode: 'start',
+      req: {
+        start: {
+          project_id: P,
+          id: c.id,
+          trace_id: c.trace_id,
+          parent_id: c.parent_id,
+          op_name: c.op,
+          started_at: iso(c.started),
+          attributes: {},
+          inputs: { i: c.id },
+        },
+      },
+    },
   ]
   if (c.latency !== null) {
-    out.push({ mode: 'end', req: { end: { project_id: P, id: c.id, ended_at: iso(c.started + c.latency), output: 'ok', summary: { usage: c.usage }, ...(c.error ? { exception: 'ValueError: boom' } : {}) } } })
+    out.push({
+      mode: 'end',
+      req: {
+        end: {
+          project_id: P,
+          id: c.id,
+          ended_at: iso(c.started + c.latency),
+          output: 'ok',
+          summary: { usage: c.usage },
+          ...(c.error ? { exception: 'ValueError: boom' } : {}),
+        },
+      },
+    })
   }
   return out
 }
@@ -167,7 +201,10 @@ t.test('ingest the calls (in batches, so flushes and a compaction happen along t
     const batch = all.slice(i, i + 37)
     const r = await post('/call/upsert_batch', { batch: i % 2 ? batch.reverse() : batch })
     t.equal(r.status, 200)
-    t.notOk(r.json.res.some((x: any) => x.error), 'every item accepted')
+    t.notOk(
+      r.json.res.some((x: any) => x.error),
+      'every item accepted',
+    )
   }
 })
 
@@ -203,26 +240,56 @@ t.test('partial hours at both ends come from the per-call tier and are added to 
 
 t.test('day buckets follow local midnight across a DST change (America/New_York, 2026-03-08)', async (t) => {
   const end = BASE + 80 * H
-  const r = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, timezone: 'America/New_York', call_metrics: CALL_METRICS })
+  const r = await post('/calls/stats', {
+    project_id: P,
+    start: iso(BASE),
+    end: iso(end),
+    granularity: 86400,
+    timezone: 'America/New_York',
+    call_metrics: CALL_METRICS,
+  })
   t.equal(r.status, 200)
   // Local midnights: EST (UTC-5) until 2026-03-08 02:00, EDT (UTC-4) after: the 8th is 23 hours long.
-  const bounds = ['2026-03-05T05:00:00.000Z', '2026-03-06T05:00:00.000Z', '2026-03-07T05:00:00.000Z', '2026-03-08T05:00:00.000Z', '2026-03-09T04:00:00.000Z'].map(Date.parse)
-  t.same(r.json.call_buckets.map((b: any) => b.timestamp), bounds.map(iso))
+  const bounds = [
+    '2026-03-05T05:00:00.000Z',
+    '2026-03-06T05:00:00.000Z',
+    '2026-03-07T05:00:00.000Z',
+    '2026-03-08T05:00:00.000Z',
+    '2026-03-09T04:00:00.000Z',
+  ].map(Date.parse)
+  t.same(
+    r.json.call_buckets.map((b: any) => b.timestamp),
+    bounds.map(iso),
+  )
   const want = expectedCalls(bounds, end)
   // The first bucket starts before the range: only calls from `start` on count (they all do: none before BASE).
   compareCalls(t, r.json.call_buckets, want, 'new york days')
   t.equal(r.path, 'rollup', 'local midnights are whole UTC hours here')
-  t.equal(sum(r.json.call_buckets.map((b: any) => b.count)), live().filter((c) => c.started < end).length, 'every call in exactly one bucket')
+  t.equal(
+    sum(r.json.call_buckets.map((b: any) => b.count)),
+    live().filter((c) => c.started < end).length,
+    'every call in exactly one bucket',
+  )
 })
 
 t.test('hour buckets in a half-hour zone (Asia/Kolkata) start at :30 UTC: answered by the per-call tier', async (t) => {
   const start = BASE + 5 * H
   const end = BASE + 29 * H
-  const r = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(end), granularity: 3600, timezone: 'Asia/Kolkata', call_metrics: CALL_METRICS })
+  const r = await post('/calls/stats', {
+    project_id: P,
+    start: iso(start),
+    end: iso(end),
+    granularity: 3600,
+    timezone: 'Asia/Kolkata',
+    call_metrics: CALL_METRICS,
+  })
   t.equal(r.status, 200)
   t.equal(r.path, 'rollup')
   const bounds = [start - 30 * 60_000, ...hours(start + 30 * 60_000, end)]
-  t.same(r.json.call_buckets.map((b: any) => b.timestamp), bounds.map(iso))
+  t.same(
+    r.json.call_buckets.map((b: any) => b.timestamp),
+    bounds.map(iso),
+  )
   const want = expectedCalls([start, ...bounds.slice(1)], end)
   want[0]!.timestamp = iso(bounds[0]!)
   compareCalls(t, r.json.call_buckets, want, 'kolkata')
@@ -231,9 +298,21 @@ t.test('hour buckets in a half-hour zone (Asia/Kolkata) start at :30 UTC: answer
 t.test('filters the rollups hold: op names and trace roots', async (t) => {
   const end = BASE + 72 * H
   const f = { op_names: [OPS[1], OPS[3]], trace_roots_only: true }
-  const r = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 43200, call_metrics: CALL_METRICS, filter: f })
+  const r = await post('/calls/stats', {
+    project_id: P,
+    start: iso(BASE),
+    end: iso(end),
+    granularity: 43200,
+    call_metrics: CALL_METRICS,
+    filter: f,
+  })
   t.equal(r.path, 'rollup')
-  compareCalls(t, r.json.call_buckets, expectedCalls(hours(BASE, end, 12 * H), end, (c) => f.op_names.includes(c.op) && c.parent_id === null), 'op+roots')
+  compareCalls(
+    t,
+    r.json.call_buckets,
+    expectedCalls(hours(BASE, end, 12 * H), end, (c) => f.op_names.includes(c.op) && c.parent_id === null),
+    'op+roots',
+  )
   const count = await post('/calls/query_stats', { project_id: P, filter: { op_names: [OPS[1]] } })
   t.same(count.json, { count: live().filter((c) => c.op === OPS[1]).length, has_more: false })
   const capped = await post('/calls/query_stats', { project_id: P, filter: { op_names: [OPS[1]] }, limit: 3 })
@@ -243,13 +322,39 @@ t.test('filters the rollups hold: op names and trace roots', async (t) => {
 t.test('user and run filters: the per-user tier, or the per-call tier for latency percentiles', async (t) => {
   const end = BASE + 72 * H
   const noPct = CALL_METRICS.map((m) => ({ ...m, percentiles: [] }))
-  const strip = (rows: ReturnType<typeof expectedCalls>) => rows.map(({ p50_latency_ms: _a, p95_latency_ms: _b, p99_latency_ms: _c, ...rest }) => rest)
-  const mine = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, call_metrics: noPct, filter: { svc_user_ids: ['admin'] } })
+  const strip = (rows: ReturnType<typeof expectedCalls>) =>
+    rows.map(({ p50_latency_ms: _a, p95_latency_ms: _b, p99_latency_ms: _c, ...rest }) => rest)
+  const mine = await post('/calls/stats', {
+    project_id: P,
+    start: iso(BASE),
+    end: iso(end),
+    granularity: 86400,
+    call_metrics: noPct,
+    filter: { svc_user_ids: ['admin'] },
+  })
   t.equal(mine.path, 'rollup')
   compareCalls(t, mine.json.call_buckets, strip(expectedCalls(hours(BASE, end, 24 * H), end)) as never, 'user admin')
-  const alias = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, call_metrics: noPct, filter: { wb_user_ids: ['someone-else'] } })
-  t.same(alias.json.call_buckets.map((b: any) => b.count), [0, 0, 0], 'wb_user_ids is the same filter; nobody else wrote')
-  const pct = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, call_metrics: CALL_METRICS, filter: { svc_user_ids: ['admin'] } })
+  const alias = await post('/calls/stats', {
+    project_id: P,
+    start: iso(BASE),
+    end: iso(end),
+    granularity: 86400,
+    call_metrics: noPct,
+    filter: { wb_user_ids: ['someone-else'] },
+  })
+  t.same(
+    alias.json.call_buckets.map((b: any) => b.count),
+    [0, 0, 0],
+    'wb_user_ids is the same filter; nobody else wrote',
+  )
+  const pct = await post('/calls/stats', {
+    project_id: P,
+    start: iso(BASE),
+    end: iso(end),
+    granularity: 86400,
+    call_metrics: CALL_METRICS,
+    filter: { svc_user_ids: ['admin'] },
+  })
   t.equal(pct.path, 'rollup', 'latency percentiles by user come from the per-call tier')
   compareCalls(t, pct.json.call_buckets, expectedCalls(hours(BASE, end, 24 * H), end), 'user admin, percentiles')
   const runs = await post('/calls/query_stats', { project_id: P, filter: { svc_run_ids: ['run-1'] } })
@@ -258,13 +363,16 @@ t.test('user and run filters: the per-user tier, or the per-call tier for latenc
 
 function expectedUsage(bounds: number[], end: number, price: (model: string, started: number) => [number, number] | null) {
   const models = new Set<string>()
-  for (const c of live()) if (c.latency !== null && c.started >= bounds[0]! && c.started < end) for (const m of Object.keys(c.usage)) models.add(m)
+  for (const c of live())
+    if (c.latency !== null && c.started >= bounds[0]! && c.started < end) for (const m of Object.keys(c.usage)) models.add(m)
   const rows: Record<string, unknown>[] = []
   bounds.forEach((b, i) => {
     const hi = i + 1 < bounds.length ? bounds[i + 1]! : end
     for (const m of [...models].sort()) {
       const pairs = live().filter((c) => c.latency !== null && c.started >= b && c.started < hi && c.usage[m])
-      const costs = pairs.map((c) => price(m, c.started)).map((p, j) => (p ? inTok(pairs[j]!.usage[m]!) * p[0] + outTok(pairs[j]!.usage[m]!) * p[1] : null))
+      const costs = pairs
+        .map((c) => price(m, c.started))
+        .map((p, j) => (p ? inTok(pairs[j]!.usage[m]!) * p[0] + outTok(pairs[j]!.usage[m]!) * p[1] : null))
       const priced = costs.filter((x): x is number => x !== null)
       rows.push({
         timestamp: iso(b),
@@ -288,7 +396,8 @@ function compareRows(t: Test, got: any[], want: Record<string, unknown>[], label
     for (const [k, v] of Object.entries(w)) {
       const g = got[i]?.[k]
       const ok = typeof v === 'number' ? typeof g === 'number' && Math.abs(g - v) <= 1e-9 * Math.max(1, Math.abs(v)) : g === v
-      if (!ok && bad++ < 5) t.fail(`${label} row ${i} (${w.timestamp} ${w.model}) ${k}: got ${JSON.stringify(g)}, want ${JSON.stringify(v)}`)
+      if (!ok && bad++ < 5)
+        t.fail(`${label} row ${i} (${w.timestamp} ${w.model}) ${k}: got ${JSON.stringify(g)}, want ${JSON.stringify(v)}`)
     }
   })
   t.equal(bad, 0, `${label}: every row matches`)
@@ -307,10 +416,27 @@ t.test('usage per bucket and model: both token spellings summed, default prices,
   t.equal(r.status, 200)
   t.equal(r.path, 'rollup')
   t.same(r.json.call_buckets, [], 'no call metrics asked, none given')
-  compareRows(t, r.json.usage_buckets, expectedUsage(hours(BASE, end, 6 * H), end, (m) => PRICE[m] ?? null), 'usage')
-  const scanned = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 21600, usage_metrics: USAGE_METRICS, filter: { call_ids: calls.map((c) => c.id) } })
+  compareRows(
+    t,
+    r.json.usage_buckets,
+    expectedUsage(hours(BASE, end, 6 * H), end, (m) => PRICE[m] ?? null),
+    'usage',
+  )
+  const scanned = await post('/calls/stats', {
+    project_id: P,
+    start: iso(BASE),
+    end: iso(end),
+    granularity: 21600,
+    usage_metrics: USAGE_METRICS,
+    filter: { call_ids: calls.map((c) => c.id) },
+  })
   t.equal(scanned.path, 'scan')
-  compareRows(t, scanned.json.usage_buckets, expectedUsage(hours(BASE, end, 6 * H), end, (m) => PRICE[m] ?? null), 'usage by scan')
+  compareRows(
+    t,
+    scanned.json.usage_buckets,
+    expectedUsage(hours(BASE, end, 6 * H), end, (m) => PRICE[m] ?? null),
+    'usage by scan',
+  )
 })
 
 t.test('partial hours cut mid-minute: whole minutes from the minute tier, partial minutes from the per-call tier', async (t) => {
@@ -319,15 +445,31 @@ t.test('partial hours cut mid-minute: whole minutes from the minute tier, partia
   for (const granularity of [3600, 900]) {
     const first = BASE + 40 * H
     const bounds = hours(first, end, granularity * 1000)
-    const r = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(end), granularity, call_metrics: CALL_METRICS, usage_metrics: USAGE_METRICS })
+    const r = await post('/calls/stats', {
+      project_id: P,
+      start: iso(start),
+      end: iso(end),
+      granularity,
+      call_metrics: CALL_METRICS,
+      usage_metrics: USAGE_METRICS,
+    })
     t.equal(r.status, 200)
     t.equal(r.path, 'rollup')
     const want = expectedCalls([start, ...bounds.slice(1)], end)
     want[0]!.timestamp = iso(first)
     compareCalls(t, r.json.call_buckets, want, `calls, ${granularity} s buckets`)
-    const usage = expectedUsage([start, ...bounds.slice(1)], end, (m) => PRICE[m] ?? null).map((u) => (u.timestamp === iso(start) ? { ...u, timestamp: iso(first) } : u))
+    const usage = expectedUsage([start, ...bounds.slice(1)], end, (m) => PRICE[m] ?? null).map((u) =>
+      u.timestamp === iso(start) ? { ...u, timestamp: iso(first) } : u,
+    )
     compareRows(t, r.json.usage_buckets, usage, `usage, ${granularity} s buckets`)
-    const roots = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(end), granularity, call_metrics: CALL_METRICS, filter: { trace_roots_only: true } })
+    const roots = await post('/calls/stats', {
+      project_id: P,
+      start: iso(start),
+      end: iso(end),
+      granularity,
+      call_metrics: CALL_METRICS,
+      filter: { trace_roots_only: true },
+    })
     const wantRoots = expectedCalls([start, ...bounds.slice(1)], end, (c) => c.parent_id === null)
     wantRoots[0]!.timestamp = iso(first)
     compareCalls(t, roots.json.call_buckets, wantRoots, `trace roots, ${granularity} s buckets`)
@@ -337,7 +479,15 @@ t.test('partial hours cut mid-minute: whole minutes from the minute tier, partia
 t.test('3-hour buckets in Asia/Kolkata: hours and minute runs interleave (more runs than branches)', async (t) => {
   const start = BASE
   const end = BASE + 72 * H
-  const r = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(end), granularity: 10800, timezone: 'Asia/Kolkata', call_metrics: CALL_METRICS, usage_metrics: USAGE_METRICS })
+  const r = await post('/calls/stats', {
+    project_id: P,
+    start: iso(start),
+    end: iso(end),
+    granularity: 10800,
+    timezone: 'Asia/Kolkata',
+    call_metrics: CALL_METRICS,
+    usage_metrics: USAGE_METRICS,
+  })
   t.equal(r.status, 200)
   t.equal(r.path, 'rollup')
   const bounds = r.json.call_buckets.map((b: any) => Date.parse(b.timestamp))
@@ -345,13 +495,21 @@ t.test('3-hour buckets in Asia/Kolkata: hours and minute runs interleave (more r
   const want = expectedCalls([start, ...bounds.slice(1)], end)
   want[0]!.timestamp = iso(bounds[0])
   compareCalls(t, r.json.call_buckets, want, 'kolkata 3 h')
-  const usage = expectedUsage([start, ...bounds.slice(1)], end, (m) => PRICE[m] ?? null).map((u) => (u.timestamp === iso(start) ? { ...u, timestamp: iso(bounds[0]) } : u))
+  const usage = expectedUsage([start, ...bounds.slice(1)], end, (m) => PRICE[m] ?? null).map((u) =>
+    u.timestamp === iso(start) ? { ...u, timestamp: iso(bounds[0]) } : u,
+  )
   compareRows(t, r.json.usage_buckets, usage, 'kolkata 3 h usage')
 })
 
 t.test('a project price from a mid-hour effective date applies to calls from then on', async (t) => {
   const from = BASE + 30 * H + 20 * 60_000
-  const created = await post('/cost/create', { project_id: P, costs: { 'gpt-4o': { prompt_token_cost: 1e-5, completion_token_cost: 2e-5, effective_date: iso(from) }, 'in-house-model': { prompt_token_cost: 1e-7, completion_token_cost: 1e-7, effective_date: iso(BASE - 24 * H) } } })
+  const created = await post('/cost/create', {
+    project_id: P,
+    costs: {
+      'gpt-4o': { prompt_token_cost: 1e-5, completion_token_cost: 2e-5, effective_date: iso(from) },
+      'in-house-model': { prompt_token_cost: 1e-7, completion_token_cost: 1e-7, effective_date: iso(BASE - 24 * H) },
+    },
+  })
   t.equal(created.status, 200, created.text)
   t.equal(created.json.ids.length, 2)
   t.same(created.json.ids.map((x: string[]) => x[1]).sort(), ['gpt-4o', 'in-house-model'])
@@ -367,12 +525,26 @@ t.test('a project price from a mid-hour effective date applies to calls from the
   const q = await post('/cost/query', { project_id: P })
   t.equal(q.json.results.length, 2)
   t.same(q.json.results.map((x: any) => x.llm_id).sort(), ['gpt-4o', 'in-house-model'])
-  const fields = await post('/cost/query', { project_id: P, fields: ['llm_id', 'prompt_token_cost'], query: { $expr: { $eq: [{ $getField: 'llm_id' }, { $literal: 'gpt-4o' }] } } })
+  const fields = await post('/cost/query', {
+    project_id: P,
+    fields: ['llm_id', 'prompt_token_cost'],
+    query: { $expr: { $eq: [{ $getField: 'llm_id' }, { $literal: 'gpt-4o' }] } },
+  })
   t.same(fields.json.results, [{ llm_id: 'gpt-4o', prompt_token_cost: 1e-5 }])
-  t.equal((await post('/cost/purge', { project_id: P, query: { $expr: { $eq: [{ $getField: 'llm_id' }, { $literal: 'gpt-4o' }] } } })).status, 400, 'purge only by id')
+  t.equal(
+    (await post('/cost/purge', { project_id: P, query: { $expr: { $eq: [{ $getField: 'llm_id' }, { $literal: 'gpt-4o' }] } } })).status,
+    400,
+    'purge only by id',
+  )
   const inHouse = q.json.results.find((x: any) => x.llm_id === 'in-house-model').id
-  t.equal((await post('/cost/purge', { project_id: P, query: { $expr: { $in: [{ $getField: 'id' }, [{ $literal: inHouse }]] } } })).status, 200)
-  t.same((await post('/cost/query', { project_id: P })).json.results.map((x: any) => x.llm_id), ['gpt-4o'])
+  t.equal(
+    (await post('/cost/purge', { project_id: P, query: { $expr: { $in: [{ $getField: 'id' }, [{ $literal: inHouse }]] } } })).status,
+    200,
+  )
+  t.same(
+    (await post('/cost/query', { project_id: P })).json.results.map((x: any) => x.llm_id),
+    ['gpt-4o'],
+  )
   t.same((await post('/cost/query', { project_id: 'other/project' })).json.results, [], "another project's prices are its own")
 })
 
@@ -394,16 +566,38 @@ t.test('include_costs on reads: the price in effect when the call started; none 
   const plain = await post('/call/read', { project_id: P, id: priced.id })
   t.notOk(plain.json.call.summary.weave.costs, 'no costs unless asked')
   const running = live().find((c) => c.latency === null)!
-  t.notOk((await post('/call/read', { project_id: P, id: running.id, include_costs: true })).json.call.summary.weave.costs, 'an unfinished call has no costs')
+  t.notOk(
+    (await post('/call/read', { project_id: P, id: running.id, include_costs: true })).json.call.summary.weave.costs,
+    'an unfinished call has no costs',
+  )
 })
 
 t.test('empty ranges: every bucket present, zero-filled; min, max and percentiles null', async (t) => {
   const start = Date.parse('2025-01-01T00:00:00Z')
-  const r = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(start + 2 * H), call_metrics: CALL_METRICS, usage_metrics: USAGE_METRICS })
+  const r = await post('/calls/stats', {
+    project_id: P,
+    start: iso(start),
+    end: iso(start + 2 * H),
+    call_metrics: CALL_METRICS,
+    usage_metrics: USAGE_METRICS,
+  })
   t.equal(r.status, 200)
   t.equal(r.json.granularity, 300, 'two hours: 5-minute buckets')
   t.equal(r.json.call_buckets.length, 24)
-  t.same(r.json.call_buckets[0], { timestamp: iso(start), sum_latency_ms: 0, avg_latency_ms: 0, min_latency_ms: null, max_latency_ms: null, count_latency_ms: 0, p50_latency_ms: null, p95_latency_ms: null, p99_latency_ms: null, sum_call_count: 0, sum_error_count: 0, count: 0 })
+  t.same(r.json.call_buckets[0], {
+    timestamp: iso(start),
+    sum_latency_ms: 0,
+    avg_latency_ms: 0,
+    min_latency_ms: null,
+    max_latency_ms: null,
+    count_latency_ms: 0,
+    p50_latency_ms: null,
+    p95_latency_ms: null,
+    p99_latency_ms: null,
+    sum_call_count: 0,
+    sum_error_count: 0,
+    count: 0,
+  })
   t.same(r.json.usage_buckets, [], 'no model seen in range, no usage rows')
 })
 
@@ -417,7 +611,13 @@ t.test('granularity: chosen from the range, raised past 10,000 buckets', async (
     [30 * 24 * H, 60, 260],
   ]
   for (const [span, g, want] of cases) {
-    const r = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(BASE + span), granularity: g, call_metrics: [{ metric: 'call_count' }] })
+    const r = await post('/calls/stats', {
+      project_id: P,
+      start: iso(BASE),
+      end: iso(BASE + span),
+      granularity: g,
+      call_metrics: [{ metric: 'call_count' }],
+    })
     t.equal(r.json.granularity, want, `${span / H} h${g ? ` asked ${g} s` : ''} → ${want} s`)
     t.ok(r.json.call_buckets.length <= 10_000)
   }
@@ -431,7 +631,7 @@ t.test('deletes after the data is in the rollups are subtracted at once, min/max
   t.equal(r.status, 200)
   // Descendants go too.
   const gone = new Set(extremes.map((c) => c.id))
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false
     for (const c of calls) if (c.parent_id && gone.has(c.parent_id) && !gone.has(c.id)) (gone.add(c.id), (grew = true))
   }
@@ -445,7 +645,17 @@ t.test('deletes after the data is in the rollups are subtracted at once, min/max
 })
 
 t.test('a call acknowledged a moment ago is counted at once', async (t) => {
-  const c: Call = { id: uuid(9_999), trace_id: uuid(199_999), parent_id: null, op: OPS[0]!, user: 'admin', started: BASE + 5 * H + 1234, latency: 77_777, error: false, usage: { 'gpt-4o': { prompt_tokens: 5, completion_tokens: 6 } } }
+  const c: Call = {
+    id: uuid(9_999),
+    trace_id: uuid(199_999),
+    parent_id: null,
+    op: OPS[0]!,
+    user: 'admin',
+    started: BASE + 5 * H + 1234,
+    latency: 77_777,
+    error: false,
+    usage: { 'gpt-4o': { prompt_tokens: 5, completion_tokens: 6 } },
+  }
   const before = (await post('/calls/query_stats', { project_id: P, filter: { op_names: [OPS[0]] } })).json.count
   const r = await post('/call/upsert_batch', { batch: items(c) })
   t.equal(r.status, 200)
@@ -455,10 +665,18 @@ t.test('a call acknowledged a moment ago is counted at once', async (t) => {
   const got = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, call_metrics: CALL_METRICS })
   // (min/max after the deletes above are scanned until a compaction: the path may be either.)
   compareCalls(t, got.json.call_buckets, expectedCalls(hours(BASE, end, 24 * H), end), 'with the new call')
-  const sums = await post('/calls/stats', { project_id: P, start: iso(BASE), end: iso(end), granularity: 86400, call_metrics: [{ metric: 'call_count' }] })
+  const sums = await post('/calls/stats', {
+    project_id: P,
+    start: iso(BASE),
+    end: iso(end),
+    granularity: 86400,
+    call_metrics: [{ metric: 'call_count' }],
+  })
   t.equal(sums.path, 'rollup', 'counts: the rollups plus the fresh correction')
   t.equal(sums.json.call_buckets[0].sum_call_count, live().filter((x) => x.started < BASE + 24 * H).length)
-  const admin = (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as { rollups: { ready: boolean; origin: string; x: number; parts_past_x: number } }
+  const admin = (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as {
+    rollups: { ready: boolean; origin: string; x: number; parts_past_x: number }
+  }
   t.match(admin.rollups, { ready: true, origin: /^(loaded|rebuilt)$/, x: Number, parts_past_x: Number }, '/admin/stats shows the rollups')
   t.equal(got.json.call_buckets[0].max_latency_ms, 77_777, 'its latency is the new maximum')
 })
@@ -468,7 +686,11 @@ t.test('query_stats: storage size of the matching traces', async (t) => {
   t.equal(r.status, 200)
   t.equal(r.json.count, live().filter((c) => c.parent_id === null).length)
   t.ok(r.json.total_storage_size_bytes > 0, `${r.json.total_storage_size_bytes} bytes`)
-  const none = await post('/calls/query_stats', { project_id: P, filter: { op_names: ['weave:///acme/stats/op/none:v1'] }, include_total_storage_size: true })
+  const none = await post('/calls/query_stats', {
+    project_id: P,
+    filter: { op_names: ['weave:///acme/stats/op/none:v1'] },
+    include_total_storage_size: true,
+  })
   t.same(none.json, { count: 0, has_more: false, total_storage_size_bytes: 0 })
 })
 
@@ -493,10 +715,18 @@ t.test('bad input: the reference errors, and nothing changes', async (t) => {
   }
   t.equal((await post('/calls/query_stats', { project_id: P, limit: 0 })).status, 400, 'query_stats limit 0 → 400')
   t.equal((await post('/calls/query_stats', { project_id: P, limit: -1 })).status, 400, 'query_stats limit -1 → 400')
-  t.equal((await post('/cost/create', { project_id: P, costs: { x: { prompt_token_cost: -1, completion_token_cost: 0 } } })).status, 422, 'negative price')
+  t.equal(
+    (await post('/cost/create', { project_id: P, costs: { x: { prompt_token_cost: -1, completion_token_cost: 0 } } })).status,
+    422,
+    'negative price',
+  )
   t.equal((await post('/cost/query', { project_id: P, sort_by: [{ field: 'nope', direction: 'asc' }] })).status, 400, 'unknown cost field')
   t.equal((await post('/calls/stats', { ...ok, filter: { op_names: ["x' OR 1=1 --"] } })).status, 200, 'hostile filter strings are values')
   const many = Array.from({ length: 1001 }, (_, i) => `weave:///acme/stats/op/o${i}:v1`)
-  t.equal((await post('/calls/stats', { ...ok, filter: { op_names: many } })).status, 400, 'over 1000 op names: 400, on the rollup path too')
+  t.equal(
+    (await post('/calls/stats', { ...ok, filter: { op_names: many } })).status,
+    400,
+    'over 1000 op names: 400, on the rollup path too',
+  )
   t.equal((await post('/calls/query_stats', { project_id: P, filter: { svc_user_ids: many } })).status, 400, 'over 1000 user ids: 400')
 })

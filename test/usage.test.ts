@@ -28,8 +28,26 @@ async function trace(root: Node): Promise<void> {
   const traceId = uuid()
   const batch: unknown[] = []
   const walk = (node: Node, parent: string | null) => {
-    batch.push({ mode: 'start', req: { start: { project_id: P, id: node.id, trace_id: traceId, parent_id: parent, op_name: 'op', started_at: '2026-05-01T10:00:00Z', attributes: {}, inputs: {} } } })
-    if (!node.running) batch.push({ mode: 'end', req: { end: { project_id: P, id: node.id, ended_at: '2026-05-01T10:00:01Z', summary: { usage: node.usage ?? {} } } } })
+    batch.push({
+      mode: 'start',
+      req: {
+        start: {
+          project_id: P,
+          id: node.id,
+          trace_id: traceId,
+          parent_id: parent,
+          op_name: 'op',
+          started_at: '2026-05-01T10:00:00Z',
+          attributes: {},
+          inputs: {},
+        },
+      },
+    })
+    if (!node.running)
+      batch.push({
+        mode: 'end',
+        req: { end: { project_id: P, id: node.id, ended_at: '2026-05-01T10:00:01Z', summary: { usage: node.usage ?? {} } } },
+      })
     for (const c of node.children ?? []) walk(c, node.id)
   }
   walk(root, null)
@@ -37,7 +55,12 @@ async function trace(root: Node): Promise<void> {
   if (r.status !== 200 || r.json.res.some((x: any) => x.error)) throw new Error(r.text)
 }
 
-const u = (prompt: number, completion: number, extra: Record<string, number> = {}) => ({ prompt_tokens: prompt, completion_tokens: completion, requests: 1, ...extra })
+const u = (prompt: number, completion: number, extra: Record<string, number> = {}) => ({
+  prompt_tokens: prompt,
+  completion_tokens: completion,
+  requests: 1,
+  ...extra,
+})
 
 interface RandomCall {
   traceId: string
@@ -65,7 +88,11 @@ function randomForest(r: () => number, traces: number, min: number, spread: numb
 
 t.test('/calls/usage: each root with all its descendants, both spellings summed, unknown ids empty', async (t) => {
   const leaf = { id: uuid(), usage: { 'gpt-4o': { input_tokens: 7, output_tokens: 3, requests: 1 } } }
-  const child = { id: uuid(), usage: { 'gpt-4o': u(100, 10), 'claude-3-5-sonnet-20241022': u(50, 5, { cache_read_input_tokens: 20 }) }, children: [leaf] }
+  const child = {
+    id: uuid(),
+    usage: { 'gpt-4o': u(100, 10), 'claude-3-5-sonnet-20241022': u(50, 5, { cache_read_input_tokens: 20 }) },
+    children: [leaf],
+  }
   const other = { id: uuid(), usage: { 'gpt-4o': u(1, 1) }, running: true }
   const root = { id: uuid(), usage: {}, children: [child, other] }
   await trace(root)
@@ -114,8 +141,13 @@ t.test('/calls/usage: a trace larger than limit is 413, never partial; batches a
   t.equal(ok.json.call_usage[small2.id].m.prompt_tokens, 4)
   const exact = await post('/calls/usage', { project_id: P, call_ids: [big.id], limit: 6 })
   t.equal(exact.json.call_usage[big.id].m.requests, 6)
-  for (const limit of [0, -1]) t.equal((await post('/calls/usage', { project_id: P, call_ids: [big.id], limit })).status, 400, `limit ${limit} → 400`)
-  t.equal((await post('/calls/usage', { project_id: P, call_ids: ['not a call id'] })).json.call_usage['not a call id'] !== undefined, true, 'an odd id is just unknown')
+  for (const limit of [0, -1])
+    t.equal((await post('/calls/usage', { project_id: P, call_ids: [big.id], limit })).status, 400, `limit ${limit} → 400`)
+  t.equal(
+    (await post('/calls/usage', { project_id: P, call_ids: ['not a call id'] })).json.call_usage['not a call id'] !== undefined,
+    true,
+    'an odd id is just unknown',
+  )
   t.equal((await post('/calls/usage', { project_id: P, call_ids: 'x' })).status, 422)
 })
 
@@ -138,10 +170,22 @@ t.test('the same statistics in-process, without HTTP (openAnalytics)', async (t)
   const id = '01900000-0000-7000-a000-000000000001'
   await a.store.ingest([
     startPart({ project_id: 'e/p', id, trace_id: id, op_name: 'op', started_at: '2026-05-01T10:00:00Z', attributes: {}, inputs: {} }, 'me'),
-    endPart({ project_id: 'e/p', id, ended_at: '2026-05-01T10:00:00.250Z', summary: { usage: { 'gpt-4o': { prompt_tokens: 10, completion_tokens: 2 } } } }),
+    endPart({
+      project_id: 'e/p',
+      id,
+      ended_at: '2026-05-01T10:00:00.250Z',
+      summary: { usage: { 'gpt-4o': { prompt_tokens: 10, completion_tokens: 2 } } },
+    }),
   ])
   await a.ready()
-  const res = (await a.stats.stats({ project_id: 'e/p', start: '2026-05-01T00:00:00Z', end: '2026-05-02T00:00:00Z', granularity: 86400, call_metrics: [{ metric: 'latency_ms', aggregations: ['max'] }], usage_metrics: [{ metric: 'input_tokens' }] })) as any
+  const res = (await a.stats.stats({
+    project_id: 'e/p',
+    start: '2026-05-01T00:00:00Z',
+    end: '2026-05-02T00:00:00Z',
+    granularity: 86400,
+    call_metrics: [{ metric: 'latency_ms', aggregations: ['max'] }],
+    usage_metrics: [{ metric: 'input_tokens' }],
+  })) as any
   t.same(res.call_buckets, [{ timestamp: '2026-05-01T00:00:00.000Z', max_latency_ms: 250, count: 1 }])
   t.same(res.usage_buckets, [{ timestamp: '2026-05-01T00:00:00.000Z', model: 'gpt-4o', sum_input_tokens: 10, count: 1 }])
   const usage = await a.usage.calls('e/p', [id], true, 10)
@@ -161,14 +205,43 @@ t.test('/calls/usage sums in SQL what the per-call roll-up sums: random forests 
     const usage: Record<string, Record<string, number>> = {}
     for (const m of ['gpt-4o', 'x-model', 'zero']) {
       if (r() < 0.5) continue
-      usage[m] = m === 'zero' ? { prompt_tokens: 0, requests: 0 } : r() < 0.5 ? u(Math.floor(r() * 100), Math.floor(r() * 50)) : { input_tokens: Math.floor(r() * 9), output_tokens: 2, total_tokens: r() < 0.5 ? 0 : 99, cache_creation_input_tokens: 3 }
+      usage[m] =
+        m === 'zero'
+          ? { prompt_tokens: 0, requests: 0 }
+          : r() < 0.5
+            ? u(Math.floor(r() * 100), Math.floor(r() * 50))
+            : { input_tokens: Math.floor(r() * 9), output_tokens: 2, total_tokens: r() < 0.5 ? 0 : 99, cache_creation_input_tokens: 3 }
     }
-    batch.push({ mode: 'start', req: { start: { project_id: P, id, trace_id: traceId, parent_id: parent, op_name: 'op', started_at: `2026-05-02T10:00:${String(i++ % 60).padStart(2, '0')}Z`, attributes: {}, inputs: {} } } })
+    batch.push({
+      mode: 'start',
+      req: {
+        start: {
+          project_id: P,
+          id,
+          trace_id: traceId,
+          parent_id: parent,
+          op_name: 'op',
+          started_at: `2026-05-02T10:00:${String(i++ % 60).padStart(2, '0')}Z`,
+          attributes: {},
+          inputs: {},
+        },
+      },
+    })
     if (r() < 0.9) batch.push({ mode: 'end', req: { end: { project_id: P, id, ended_at: '2026-05-02T10:01:00Z', summary: { usage } } } })
     if (r() < 0.4) asked.push(id)
   })
   t.equal((await post('/call/upsert_batch', { batch })).status, 200)
-  const strip = (res: any) => Object.fromEntries(Object.entries(res.call_usage as Record<string, Record<string, Record<string, unknown>>>).map(([id, m]) => [id, Object.fromEntries(Object.entries(m).sort().map(([model, v]) => [model, Object.fromEntries(Object.entries(v).filter(([f]) => !f.endsWith('_cost')))]))]))
+  const strip = (res: any) =>
+    Object.fromEntries(
+      Object.entries(res.call_usage as Record<string, Record<string, Record<string, unknown>>>).map(([id, m]) => [
+        id,
+        Object.fromEntries(
+          Object.entries(m)
+            .sort()
+            .map(([model, v]) => [model, Object.fromEntries(Object.entries(v).filter(([f]) => !f.endsWith('_cost')))]),
+        ),
+      ]),
+    )
   const plain = await post('/calls/usage', { project_id: P, call_ids: asked })
   const costed = await post('/calls/usage', { project_id: P, call_ids: asked, include_costs: true })
   t.equal(plain.status, 200, plain.text)
@@ -176,7 +249,10 @@ t.test('/calls/usage sums in SQL what the per-call roll-up sums: random forests 
   t.same(strip(plain.json), strip(costed.json), 'the same sums either way')
   t.same(plain.json.unfinished_call_ids, costed.json.unfinished_call_ids)
   t.ok(plain.json.unfinished_call_ids.length > 0)
-  for (const [limit, status] of [[3, 413], [16, 200]] as const) {
+  for (const [limit, status] of [
+    [3, 413],
+    [16, 200],
+  ] as const) {
     const a = await post('/calls/usage', { project_id: P, call_ids: asked, limit })
     const b = await post('/calls/usage', { project_id: P, call_ids: asked, limit, include_costs: true })
     t.same([a.status, b.status], [status, status], `limit ${limit}: ${status} either way`)
@@ -188,8 +264,36 @@ t.test('/calls/usage answers for parents that form a cycle', async (t) => {
   const traceId = uuid()
   const [a, b] = [uuid(), uuid()]
   const batch = [
-    { mode: 'start', req: { start: { project_id: P, id: a, trace_id: traceId, parent_id: b, op_name: 'op', started_at: '2026-05-03T10:00:00Z', attributes: {}, inputs: {} } } },
-    { mode: 'start', req: { start: { project_id: P, id: b, trace_id: traceId, parent_id: a, op_name: 'op', started_at: '2026-05-03T10:00:01Z', attributes: {}, inputs: {} } } },
+    {
+      mode: 'start',
+      req: {
+        start: {
+          project_id: P,
+          id: a,
+          trace_id: traceId,
+          parent_id: b,
+          op_name: 'op',
+          started_at: '2026-05-03T10:00:00Z',
+          attributes: {},
+          inputs: {},
+        },
+      },
+    },
+    {
+      mode: 'start',
+      req: {
+        start: {
+          project_id: P,
+          id: b,
+          trace_id: traceId,
+          parent_id: a,
+          op_name: 'op',
+          started_at: '2026-05-03T10:00:01Z',
+          attributes: {},
+          inputs: {},
+        },
+      },
+    },
     { mode: 'end', req: { end: { project_id: P, id: a, ended_at: '2026-05-03T10:01:00Z', summary: { usage: { m: u(1, 1) } } } } },
     { mode: 'end', req: { end: { project_id: P, id: b, ended_at: '2026-05-03T10:01:00Z', summary: { usage: { m: u(2, 2) } } } } },
   ]
@@ -199,61 +303,111 @@ t.test('/calls/usage answers for parents that form a cycle', async (t) => {
   t.ok(r.json.call_usage[a].m.prompt_tokens >= 1)
 })
 
-t.test('/calls/usage from the rollups (usage_calls) agrees with the per-call roll-up: after a flush, a compaction, late parts and deletes', async (t) => {
-  const dir = tempDir()
-  t.teardown(() => rm(dir, { recursive: true, force: true }))
-  const a = await openAnalytics(dir, { flushIntervalMs: 0 })
-  await a.ready()
-  const project = 'e/usage-table'
-  const r = rng(777)
-  const all: string[] = []
-  const open: string[] = []
-  const usage = () => {
-    const out: Record<string, Record<string, number>> = {}
-    for (const m of ['gpt-4o', 'x-model']) if (r() < 0.6) out[m] = r() < 0.5 ? u(Math.floor(r() * 100), Math.floor(r() * 50)) : { input_tokens: Math.floor(r() * 9), output_tokens: 2, cache_read_input_tokens: 4 }
-    return out
-  }
-  /** Random traces (orphans, several roots, unfinished calls) as parts. */
-  const forest = (traces: number) => {
-    const parts: CallPart[] = []
-    randomForest(r, traces, 2, 10, ({ traceId, id, parent }) => {
-      all.push(id)
-      parts.push(startPart({ project_id: project, id, trace_id: traceId, parent_id: parent, op_name: 'op', started_at: '2026-05-04T10:00:00Z', attributes: {}, inputs: {} }, 'me'))
-      if (r() < 0.8) parts.push(endPart({ project_id: project, id, ended_at: '2026-05-04T10:01:00Z', summary: { usage: usage() } }))
-      else open.push(id)
-    })
-    return parts
-  }
-  const strip = (res: { call_usage: Record<string, Record<string, Record<string, unknown>>> }) =>
-    Object.fromEntries(Object.entries(res.call_usage).map(([id, m]) => [id, Object.fromEntries(Object.entries(m).sort().map(([model, v]) => [model, Object.fromEntries(Object.entries(v).filter(([f]) => !f.endsWith('_cost')))]))]))
-  const agree = async (label: string) => {
-    const asked = all.filter((_, i) => i % 3 === 0)
-    const plain = await a.usage.calls(project, asked, false, 10_000)
-    const costed = await a.usage.calls(project, asked, true, 10_000)
-    t.ok(a.rollups.ready, `${label}: the rollups are in use`)
-    t.ok(Object.values(plain.call_usage).some((m) => Object.keys(m).length > 0), `${label}: some usage`)
-    t.same(strip(plain), strip(costed), `${label}: the same sums`)
-    t.same(plain.unfinished_call_ids, costed.unfinished_call_ids, `${label}: the same unfinished calls`)
-  }
-  await a.store.ingest(forest(8))
-  await agree('in the tail')
-  await a.store.flush()
-  await agree('flushed (rows added to the table)')
-  await a.store.ingest(forest(8))
-  await a.store.flush()
-  await a.store.compact()
-  await agree('compacted (table rebuilt)')
-  // Calls already in the table change: unfinished ones end, ended ones report again (the latest wins), some are deleted.
-  const late = [
-    ...open.splice(0, 6).map((id) => endPart({ project_id: project, id, ended_at: '2026-05-04T10:02:00Z', summary: { usage: { 'gpt-4o': u(1000, 1) } } })),
-    ...all.filter((_, i) => i % 5 === 1).map((id) => endPart({ project_id: project, id, ended_at: '2026-05-04T10:03:00Z', summary: { usage: { 'late-model': u(5, 5) } } })),
-    ...all.filter((_, i) => i % 7 === 2).map((id) => ({ kind: 'delete' as const, project_id: project, id, deleted_us: Date.now() * 1000 })),
-  ]
-  await a.store.ingest(late)
-  const lateOnes = (await a.usage.calls(project, all.filter((_, i) => i % 5 === 1 && i % 7 !== 2), false, 10_000)).call_usage
-  t.ok(Object.values(lateOnes).every((m) => m['late-model'] !== undefined), 'a late end part is seen at once')
-  await agree('changed in the tail (table rows overridden)')
-  await a.store.flush()
-  await agree('changes flushed (table rows replaced)')
-  await a.close()
-})
+t.test(
+  '/calls/usage from the rollups (usage_calls) agrees with the per-call roll-up: after a flush, a compaction, late parts and deletes',
+  async (t) => {
+    const dir = tempDir()
+    t.teardown(() => rm(dir, { recursive: true, force: true }))
+    const a = await openAnalytics(dir, { flushIntervalMs: 0 })
+    await a.ready()
+    const project = 'e/usage-table'
+    const r = rng(777)
+    const all: string[] = []
+    const open: string[] = []
+    const usage = () => {
+      const out: Record<string, Record<string, number>> = {}
+      for (const m of ['gpt-4o', 'x-model'])
+        if (r() < 0.6)
+          out[m] =
+            r() < 0.5
+              ? u(Math.floor(r() * 100), Math.floor(r() * 50))
+              : { input_tokens: Math.floor(r() * 9), output_tokens: 2, cache_read_input_tokens: 4 }
+      return out
+    }
+    /** Random traces (orphans, several roots, unfinished calls) as parts. */
+    const forest = (traces: number) => {
+      const parts: CallPart[] = []
+      randomForest(r, traces, 2, 10, ({ traceId, id, parent }) => {
+        all.push(id)
+        parts.push(
+          startPart(
+            {
+              project_id: project,
+              id,
+              trace_id: traceId,
+              parent_id: parent,
+              op_name: 'op',
+              started_at: '2026-05-04T10:00:00Z',
+              attributes: {},
+              inputs: {},
+            },
+            'me',
+          ),
+        )
+        if (r() < 0.8) parts.push(endPart({ project_id: project, id, ended_at: '2026-05-04T10:01:00Z', summary: { usage: usage() } }))
+        else open.push(id)
+      })
+      return parts
+    }
+    const strip = (res: { call_usage: Record<string, Record<string, Record<string, unknown>>> }) =>
+      Object.fromEntries(
+        Object.entries(res.call_usage).map(([id, m]) => [
+          id,
+          Object.fromEntries(
+            Object.entries(m)
+              .sort()
+              .map(([model, v]) => [model, Object.fromEntries(Object.entries(v).filter(([f]) => !f.endsWith('_cost')))]),
+          ),
+        ]),
+      )
+    const agree = async (label: string) => {
+      const asked = all.filter((_, i) => i % 3 === 0)
+      const plain = await a.usage.calls(project, asked, false, 10_000)
+      const costed = await a.usage.calls(project, asked, true, 10_000)
+      t.ok(a.rollups.ready, `${label}: the rollups are in use`)
+      t.ok(
+        Object.values(plain.call_usage).some((m) => Object.keys(m).length > 0),
+        `${label}: some usage`,
+      )
+      t.same(strip(plain), strip(costed), `${label}: the same sums`)
+      t.same(plain.unfinished_call_ids, costed.unfinished_call_ids, `${label}: the same unfinished calls`)
+    }
+    await a.store.ingest(forest(8))
+    await agree('in the tail')
+    await a.store.flush()
+    await agree('flushed (rows added to the table)')
+    await a.store.ingest(forest(8))
+    await a.store.flush()
+    await a.store.compact()
+    await agree('compacted (table rebuilt)')
+    // Calls already in the table change: unfinished ones end, ended ones report again (the latest wins), some are deleted.
+    const late = [
+      ...open
+        .splice(0, 6)
+        .map((id) => endPart({ project_id: project, id, ended_at: '2026-05-04T10:02:00Z', summary: { usage: { 'gpt-4o': u(1000, 1) } } })),
+      ...all
+        .filter((_, i) => i % 5 === 1)
+        .map((id) => endPart({ project_id: project, id, ended_at: '2026-05-04T10:03:00Z', summary: { usage: { 'late-model': u(5, 5) } } })),
+      ...all
+        .filter((_, i) => i % 7 === 2)
+        .map((id) => ({ kind: 'delete' as const, project_id: project, id, deleted_us: Date.now() * 1000 })),
+    ]
+    await a.store.ingest(late)
+    const lateOnes = (
+      await a.usage.calls(
+        project,
+        all.filter((_, i) => i % 5 === 1 && i % 7 !== 2),
+        false,
+        10_000,
+      )
+    ).call_usage
+    t.ok(
+      Object.values(lateOnes).every((m) => m['late-model'] !== undefined),
+      'a late end part is seen at once',
+    )
+    await agree('changed in the tail (table rows overridden)')
+    await a.store.flush()
+    await agree('changes flushed (table rows replaced)')
+    await a.close()
+  },
+)

@@ -11,8 +11,15 @@ t.before(async () => {
 t.teardown(() => s.stop())
 
 async function query(body: Record<string, unknown>): Promise<any[]> {
-  const r = await fetch(s.url + '/calls/stream_query', { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify(body) })
-  return (await r.text()).split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  const r = await fetch(s.url + '/calls/stream_query', {
+    method: 'POST',
+    headers: { ...s.basic(), 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
+  return (await r.text())
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
 }
 
 t.test('nested ops, one of which throws, are traced and read back', async (t) => {
@@ -51,11 +58,19 @@ t.test('nested ops, one of which throws, are traced and read back', async (t) =>
 
   // The op the SDK saved is readable at the digest in its ref, with its code file.
   const [, objectId, digest] = /\/op\/([^:]+):(.+)$/.exec(a.op_name)!
-  const obj = await fetch(s.url + '/obj/read', { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify({ project_id: 'acme/sdk', object_id: objectId, digest }) })
+  const obj = await fetch(s.url + '/obj/read', {
+    method: 'POST',
+    headers: { ...s.basic(), 'content-type': 'application/json' },
+    body: JSON.stringify({ project_id: 'acme/sdk', object_id: objectId, digest }),
+  })
   t.equal(obj.status, 200)
   const { obj: op } = await obj.json()
   t.match(op, { object_id: 'add', digest, kind: 'op', version_index: 0, is_latest: 1 })
-  const code = await fetch(s.url + '/file/content', { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify({ project_id: 'acme/sdk', digest: op.val.files['obj.py'] }) })
+  const code = await fetch(s.url + '/file/content', {
+    method: 'POST',
+    headers: { ...s.basic(), 'content-type': 'application/json' },
+    body: JSON.stringify({ project_id: 'acme/sdk', digest: op.val.files['obj.py'] }),
+  })
   t.equal(code.status, 200)
   t.match(await code.text(), /return a \+ b/, 'the file digest the SDK computed client side resolves here')
 
@@ -63,6 +78,10 @@ t.test('nested ops, one of which throws, are traced and read back', async (t) =>
   const viaSdk = await client.getCalls({ trace_ids: [root.trace_id] })
   t.equal(viaSdk.length, 3)
 
-  const one = await fetch(s.url + '/call/read', { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify({ project_id: 'acme/sdk', id: e.id }) })
+  const one = await fetch(s.url + '/call/read', {
+    method: 'POST',
+    headers: { ...s.basic(), 'content-type': 'application/json' },
+    body: JSON.stringify({ project_id: 'acme/sdk', id: e.id }),
+  })
   t.match((await one.json()).call, { id: e.id, exception: 'kaboom 6' })
 })

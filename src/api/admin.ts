@@ -23,7 +23,10 @@ const KeyCreateReqSchema = Type.Object(
     user_id: Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.@-]+$' }),
     name: Type.Optional(Type.String({ maxLength: 200 })),
     entities: Type.Optional(
-      Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' }), { minItems: 1, maxItems: 1000 }), Type.Null()]),
+      Type.Union([
+        Type.Array(Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' }), { minItems: 1, maxItems: 1000 }),
+        Type.Null(),
+      ]),
     ),
     is_admin: Type.Optional(Type.Boolean({ default: false })),
   },
@@ -51,7 +54,14 @@ const ELD_RESOLUTION_MS = 2
 const delayMs = (ns: number) => Math.max(0, Math.round(ns / 1e4) / 100 - ELD_RESOLUTION_MS)
 
 /** API key management for admins (`weft keys` uses these when a server holds the catalog), and process stats. */
-export function adminRoutes(keys: KeyStore, calls: CallStore, ingest?: IngestPool, inFlight?: () => number, rollups?: Rollups, inference?: () => Promise<unknown>): RouteDef[] {
+export function adminRoutes(
+  keys: KeyStore,
+  calls: CallStore,
+  ingest?: IngestPool,
+  inFlight?: () => number,
+  rollups?: Rollups,
+  inference?: () => Promise<unknown>,
+): RouteDef[] {
   // Event-loop delay since start (or the last reset).
   const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS })
   eld.enable()
@@ -67,12 +77,20 @@ export function adminRoutes(keys: KeyStore, calls: CallStore, ingest?: IngestPoo
       handler: async (ctx) => {
         const mem = process.memoryUsage()
         const body = {
-          event_loop_delay_ms: { p50: delayMs(eld.percentile(50)), p99: delayMs(eld.percentile(99)), max: delayMs(eld.max), samples: eld.count, resolution_ms: ELD_RESOLUTION_MS },
+          event_loop_delay_ms: {
+            p50: delayMs(eld.percentile(50)),
+            p99: delayMs(eld.percentile(99)),
+            max: delayMs(eld.max),
+            samples: eld.count,
+            resolution_ms: ELD_RESOLUTION_MS,
+          },
           memory: { rss_bytes: mem.rss, heap_used_bytes: mem.heapUsed, external_bytes: mem.external },
           calls: calls.stats(),
           ingest: ingest?.stats ?? null,
           // Statistics pre-aggregates: built yet, how (loaded or rebuilt), and up to which part.
-          rollups: rollups ? { ready: rollups.ready, origin: rollups.origin, x: rollups.x, parts_past_x: Math.max(0, calls.lastSeq - rollups.x) } : null,
+          rollups: rollups
+            ? { ready: rollups.ready, origin: rollups.origin, x: rollups.x, parts_past_x: Math.max(0, calls.lastSeq - rollups.x) }
+            : null,
           /** Requests being handled, this one included. */
           in_flight: inFlight?.() ?? null,
           // Per served model: its backend, requests running and waiting, KV-cache positions in use.

@@ -41,7 +41,12 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
   /** The body is parsed, validated and encoded in the worker pool; here it is only logged and added. */
   const ingest = (route: IngestTask['route']) => async (ctx: Ctx) => {
     const p = ctx.principal!
-    const { record, count, replyJson } = await pool.prepare({ route, body: ctx.rawBody ?? Buffer.alloc(0), userId: p.userId, entities: p.entities })
+    const { record, count, replyJson } = await pool.prepare({
+      route,
+      body: ctx.rawBody ?? Buffer.alloc(0),
+      userId: p.userId,
+      entities: p.entities,
+    })
     await store.ingestRecord(record, count)
     return { raw: replyJson!, contentType: 'application/json' }
   }
@@ -107,7 +112,8 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
       project: bodyProject,
       handler: async (ctx) => {
         const b = ctx.body
-        if (b.display_name === undefined || b.display_name === null) throw new ApiError(400, 'One of [display_name] is required for call update')
+        if (b.display_name === undefined || b.display_name === null)
+          throw new ApiError(400, 'One of [display_name] is required for call update')
         const id = b.call_id
         if (!(await store.read(b.project_id, id))) throw new ApiError(404, `Call ${JSON.stringify(id)} not found`)
         await store.ingest([{ kind: 'update', project_id: b.project_id, id, display_name: b.display_name }])
@@ -189,12 +195,13 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
         const query = b.query as { $expr: unknown } | null | undefined
         // Counts the rollups can answer (no query, filter on op, root, user, run) are read from them.
         const fast = query ? null : await stats.count(b.project_id, b.filter)
-        const count = fast !== null ? Math.min(fast, b.limit ?? Infinity) : await store.count(b.project_id, { filter: b.filter, query, limit: b.limit })
+        const count =
+          fast !== null ? Math.min(fast, b.limit ?? Infinity) : await store.count(b.project_id, { filter: b.filter, query, limit: b.limit })
         const body: Record<string, unknown> = { count, has_more: false }
-        if (b.include_total_storage_size) body.total_storage_size_bytes = await store.traceStorageBytes(b.project_id, { filter: b.filter, query, limit: b.limit })
+        if (b.include_total_storage_size)
+          body.total_storage_size_bytes = await store.traceStorageBytes(b.project_id, { filter: b.filter, query, limit: b.limit })
         return { body }
       },
     }),
   ]
 }
-

@@ -35,7 +35,12 @@ function chatProject(headers: Ctx['headers'], principal: Principal | null): stri
 }
 
 interface Outcome {
-  choices: { index: number; message: { role: string; content: string }; finish_reason: string | null; stop_reason?: string | number | null }[]
+  choices: {
+    index: number
+    message: { role: string; content: string }
+    finish_reason: string | null
+    stop_reason?: string | number | null
+  }[]
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
   timings: Record<string, number> | null
   error: string | null
@@ -47,7 +52,16 @@ interface Outcome {
  * Awaited before the response ends, so a completion answered is a completion recorded; a failure
  * to record is logged, not the client's error.
  */
-async function record(o: ChatOptions, ctx: Ctx<ChatCompletionReq>, project: string, model: string, backend: string, id: string, started: number, out: Outcome): Promise<void> {
+async function record(
+  o: ChatOptions,
+  ctx: Ctx<ChatCompletionReq>,
+  project: string,
+  model: string,
+  backend: string,
+  id: string,
+  started: number,
+  out: Outcome,
+): Promise<void> {
   if (!o.calls) return
   const callId = uuidv7(started)
   try {
@@ -59,7 +73,9 @@ async function record(o: ChatOptions, ctx: Ctx<ChatCompletionReq>, project: stri
           trace_id: uuidv7(started),
           op_name: CHAT_OP,
           started_at: new Date(started).toISOString(),
-          attributes: { weft: { kind: 'chat.completion', completion_id: id, model, backend, ...(out.timings ? { timings: out.timings } : {}) } },
+          attributes: {
+            weft: { kind: 'chat.completion', completion_id: id, model, backend, ...(out.timings ? { timings: out.timings } : {}) },
+          },
           inputs: ctx.body as Record<string, unknown>,
         },
         ctx.principal?.userId ?? 'anonymous',
@@ -86,23 +102,29 @@ function refuseNotYet(b: ChatCompletionReq): void {
   const later = 'is not supported by this server yet'
   if (b.tools && b.tools.length) throw bad(`Tool calling (\`tools\`) ${later}.`, 'tools')
   if (b.tool_choice && b.tool_choice !== 'none') throw bad(`\`tool_choice\` other than "none" ${later}.`, 'tool_choice')
-  if (b.response_format && b.response_format.type && b.response_format.type !== 'text') throw bad(`Structured outputs (\`response_format\` ${b.response_format.type}) ${later}.`, 'response_format')
+  if (b.response_format && b.response_format.type && b.response_format.type !== 'text')
+    throw bad(`Structured outputs (\`response_format\` ${b.response_format.type}) ${later}.`, 'response_format')
   if (b.structured_outputs) throw bad(`Structured outputs (\`structured_outputs\`) ${later}.`, 'structured_outputs')
   if (b.reasoning_effort) throw bad(`Reasoning (\`reasoning_effort\`) ${later}.`, 'reasoning_effort')
   if (b.use_beam_search) throw bad(`Beam search (\`use_beam_search\`) ${later}.`, 'use_beam_search')
   if (b.cache_salt !== undefined && b.cache_salt !== null) throw bad(`Prefix caching (\`cache_salt\`) ${later}.`, 'cache_salt')
-  if (b.logits_processors && b.logits_processors.length) throw bad('The `logits_processors` argument is not supported by this server.', 'logits_processors')
+  if (b.logits_processors && b.logits_processors.length)
+    throw bad('The `logits_processors` argument is not supported by this server.', 'logits_processors')
 }
 
 /** vLLM's request-level checks that the schema cannot express (reference §1.2–1.6). */
 function checkRequest(b: ChatCompletionReq, priorityScheduling: boolean): void {
   if (b.stream_options && !b.stream) throw bad('Stream options can only be defined when `stream=True`.', 'stream_options')
-  if (b.stream && b.prompt_logprobs !== undefined && b.prompt_logprobs !== null && b.prompt_logprobs !== 0) throw bad('`prompt_logprobs` are not available when `stream=True`.', 'prompt_logprobs')
+  if (b.stream && b.prompt_logprobs !== undefined && b.prompt_logprobs !== null && b.prompt_logprobs !== 0)
+    throw bad('`prompt_logprobs` are not available when `stream=True`.', 'prompt_logprobs')
   if ((b.top_logprobs ?? 0) > 0 && !b.logprobs) throw bad('when using `top_logprobs`, `logprobs` must be set to true.', 'top_logprobs')
-  if (b.add_generation_prompt !== false && b.continue_final_message) throw bad('Cannot set both `continue_final_message` and `add_generation_prompt` to True.', 'continue_final_message')
+  if (b.add_generation_prompt !== false && b.continue_final_message)
+    throw bad('Cannot set both `continue_final_message` and `add_generation_prompt` to True.', 'continue_final_message')
   if (b.priority && !priorityScheduling) throw bad(`Got priority ${b.priority} but Priority scheduling is not enabled.`, 'priority')
-  if (b.temperature !== undefined && b.temperature !== null && b.temperature > 2) throw bad(`temperature must be in [0, 2], got ${b.temperature}.`, 'temperature')
-  if (b.top_k !== undefined && b.top_k !== null && b.top_k < -1) throw bad(`top_k must be 0 (disable), or at least 1, got ${b.top_k}.`, 'top_k')
+  if (b.temperature !== undefined && b.temperature !== null && b.temperature > 2)
+    throw bad(`temperature must be in [0, 2], got ${b.temperature}.`, 'temperature')
+  if (b.top_k !== undefined && b.top_k !== null && b.top_k < -1)
+    throw bad(`top_k must be 0 (disable), or at least 1, got ${b.top_k}.`, 'top_k')
   refuseNotYet(b)
 }
 
@@ -116,7 +138,8 @@ export function templateMessages(messages: ChatMessage[]): TemplateMessage[] {
       const texts: string[] = []
       for (const [j, p] of m.content.entries()) {
         const type = p.type ?? (typeof p.text === 'string' ? 'text' : Object.keys(p).find((k) => k !== 'type'))
-        if (type !== 'text' || typeof p.text !== 'string') throw bad(`messages[${i}].content[${j}]: ${type} content needs a multimodal model; this model takes text`, 'messages')
+        if (type !== 'text' || typeof p.text !== 'string')
+          throw bad(`messages[${i}].content[${j}]: ${type} content needs a multimodal model; this model takes text`, 'messages')
         texts.push(p.text)
       }
       content = texts.join('\n')
@@ -142,7 +165,9 @@ export function templateMessages(messages: ChatMessage[]): TemplateMessage[] {
 }
 
 function toGenerate(b: ChatCompletionReq, id: string): GenerateRequest {
-  const logitBias = b.logit_bias ? Object.entries(b.logit_bias).map(([k, v]) => [Number.parseInt(k.trim(), 10), v] as [number, number]) : null
+  const logitBias = b.logit_bias
+    ? Object.entries(b.logit_bias).map(([k, v]) => [Number.parseInt(k.trim(), 10), v] as [number, number])
+    : null
   return {
     id,
     messages: templateMessages(b.messages),
@@ -187,7 +212,11 @@ function toGenerate(b: ChatCompletionReq, id: string): GenerateRequest {
 async function accepted(events: RequestEvents): Promise<Extract<WorkerEvent, { type: 'accepted' }>> {
   const first = await events.next()
   if (!first) throw new ApiError(400, 'Client disconnected')
-  if (first.type === 'error') throw new ApiError(first.status, first.message, { param: first.param ?? null, headers: first.status === 429 ? { 'retry-after': '1' } : undefined })
+  if (first.type === 'error')
+    throw new ApiError(first.status, first.message, {
+      param: first.param ?? null,
+      headers: first.status === 429 ? { 'retry-after': '1' } : undefined,
+    })
   if (first.type !== 'accepted') throw new ApiError(500, 'Internal server error')
   return first
 }
@@ -216,7 +245,15 @@ export function chatCompletionsRoute(serve: { handler: (ctx: Ctx<ChatCompletionR
 }
 
 export function modelsRoute(serve: { handler: () => Reply } | { pending: string }): RouteDef {
-  return route({ method: 'GET', path: '/v1/models', family: 'openai', auth: 'key', tags: ['Chat'], summary: 'List served models', ...serve })
+  return route({
+    method: 'GET',
+    path: '/v1/models',
+    family: 'openai',
+    auth: 'key',
+    tags: ['Chat'],
+    summary: 'List served models',
+    ...serve,
+  })
 }
 
 export function chatRoutes(o: ChatOptions): RouteDef[] {
@@ -264,7 +301,16 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
         if (e.type === 'finish') {
           choices[e.choice] = {
             index: e.choice,
-            message: { role, content: (echo ?? '') + e.text, refusal: null, annotations: null, audio: null, function_call: null, tool_calls: [], reasoning_content: null },
+            message: {
+              role,
+              content: (echo ?? '') + e.text,
+              refusal: null,
+              annotations: null,
+              audio: null,
+              function_call: null,
+              tool_calls: [],
+              reasoning_content: null,
+            },
             logprobs: e.logprobs ? { content: e.logprobs } : null,
             finish_reason: e.finishReason,
             stop_reason: e.stopReason,
@@ -272,14 +318,25 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
           }
         }
         if (e.type === 'done') {
-          usage = { prompt_tokens: e.promptTokens, completion_tokens: e.completionTokens, total_tokens: e.promptTokens + e.completionTokens }
+          usage = {
+            prompt_tokens: e.promptTokens,
+            completion_tokens: e.completionTokens,
+            total_tokens: e.promptTokens + e.completionTokens,
+          }
           timings = { ...e.timings }
           promptLogprobs = e.promptLogprobs
         }
       }
       const complete = !choices.some((c) => c === undefined) && choices.length === n
       await record(o, ctx, project, name, model.info.backend, id, started, {
-        choices: choices.filter(Boolean).map((c) => ({ index: c.index as number, message: c.message as { role: string; content: string }, finish_reason: c.finish_reason as string, stop_reason: c.stop_reason as string | number | null })),
+        choices: choices
+          .filter(Boolean)
+          .map((c) => ({
+            index: c.index as number,
+            message: c.message as { role: string; content: string },
+            finish_reason: c.finish_reason as string,
+            stop_reason: c.stop_reason as string | number | null,
+          })),
         usage,
         timings,
         error: complete ? null : 'Client disconnected',
@@ -306,9 +363,16 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
     const continuous = includeUsage && b.stream_options?.continuous_usage_stats === true
     const chunk = (choice: Record<string, unknown> | null, extra: Record<string, unknown> = {}) =>
       `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: name, choices: choice ? [choice] : [], ...extra })}\n\n`
-    const usageOf = (completion: number) => ({ prompt_tokens: acc.promptTokens, completion_tokens: completion, total_tokens: acc.promptTokens + completion })
+    const usageOf = (completion: number) => ({
+      prompt_tokens: acc.promptTokens,
+      completion_tokens: completion,
+      total_tokens: acc.promptTokens + completion,
+    })
     const texts: string[] = Array.from({ length: n }, () => echo ?? '')
-    const finishes: { finish_reason: string | null; stop_reason: string | number | null }[] = Array.from({ length: n }, () => ({ finish_reason: null, stop_reason: null }))
+    const finishes: { finish_reason: string | null; stop_reason: string | number | null }[] = Array.from({ length: n }, () => ({
+      finish_reason: null,
+      stop_reason: null,
+    }))
     let outcomeUsage = usageOf(0)
     let timings: Record<string, number> | null = null
     let failure: string | null = null
@@ -321,7 +385,11 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
           if (withIds && i === 0) extra.prompt_token_ids = acc.promptIds
           if (continuous) extra.usage = usageOf(0)
           yield chunk(first, extra)
-          if (echo) yield chunk({ index: i, delta: { content: echo }, logprobs: null, finish_reason: null }, continuous ? { usage: usageOf(0) } : {})
+          if (echo)
+            yield chunk(
+              { index: i, delta: { content: echo }, logprobs: null, finish_reason: null },
+              continuous ? { usage: usageOf(0) } : {},
+            )
         }
         for await (const e of events) {
           if (e.type === 'error') {
@@ -332,7 +400,12 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
           if (e.type === 'delta' || e.type === 'finish') {
             texts[e.choice] += e.text
             if (e.type === 'finish') finishes[e.choice] = { finish_reason: e.finishReason, stop_reason: e.stopReason }
-            const c: Record<string, unknown> = { index: e.choice, delta: { content: e.text }, logprobs: e.logprobs ? { content: e.logprobs as TokenLogprob[] } : null, finish_reason: e.type === 'finish' ? e.finishReason : null }
+            const c: Record<string, unknown> = {
+              index: e.choice,
+              delta: { content: e.text },
+              logprobs: e.logprobs ? { content: e.logprobs as TokenLogprob[] } : null,
+              finish_reason: e.type === 'finish' ? e.finishReason : null,
+            }
             if (e.type === 'finish') c.stop_reason = e.stopReason
             if (withIds) c.token_ids = e.tokenIds
             yield chunk(c, continuous ? { usage: usageOf(e.completionTokens) } : {})
@@ -398,7 +471,10 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
     },
     { description: 'A prompt, or messages rendered with the chat template' },
   )
-  const DetokenizeReq = Type.Object({ model: Type.Optional(Type.Union([Type.String(), Type.Null()])), tokens: Type.Array(Type.Integer({ minimum: 0 })) })
+  const DetokenizeReq = Type.Object({
+    model: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    tokens: Type.Array(Type.Integer({ minimum: 0 })),
+  })
 
   return [
     chatCompletionsRoute({ handler: complete }),
@@ -420,7 +496,8 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
         const b = ctx.body
         const model = pick(b.model)
         if ((b.prompt === undefined) === (b.messages === undefined)) throw bad('Give either `prompt` or `messages`.', 'prompt')
-        if (b.messages && b.add_generation_prompt !== false && b.continue_final_message) throw bad('Cannot set both `continue_final_message` and `add_generation_prompt` to True.', 'continue_final_message')
+        if (b.messages && b.add_generation_prompt !== false && b.continue_final_message)
+          throw bad('Cannot set both `continue_final_message` and `add_generation_prompt` to True.', 'continue_final_message')
         const r = await model
           .tokenize({
             prompt: b.prompt,
@@ -435,7 +512,11 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
           .catch((e: Error & { status?: number }) => {
             throw new ApiError(e.status ?? 500, e.message)
           })
-        if (r.ids.length > model.info.maxModelLen) throw bad(`This model's maximum context length is ${model.info.maxModelLen} tokens. However, your prompt has ${r.ids.length} tokens.`, 'prompt')
+        if (r.ids.length > model.info.maxModelLen)
+          throw bad(
+            `This model's maximum context length is ${model.info.maxModelLen} tokens. However, your prompt has ${r.ids.length} tokens.`,
+            'prompt',
+          )
         return { body: { count: r.ids.length, max_model_len: model.info.maxModelLen, tokens: r.ids, token_strs: r.strs } }
       },
     }),

@@ -9,7 +9,13 @@ const VersionSchema = Type.Object({
   version: Type.String(),
   node: Type.String(),
   duckdb: Type.String(),
-  inference: Type.Array(Type.Object({ model: Type.String(), backend: Type.String({ description: 'TF.js backend: tensorflow, wasm-simd, wasm or cpu' }), architecture: Type.String() })),
+  inference: Type.Array(
+    Type.Object({
+      model: Type.String(),
+      backend: Type.String({ description: 'TF.js backend: tensorflow, wasm-simd, wasm or cpu' }),
+      architecture: Type.String(),
+    }),
+  ),
 })
 const ServerInfoSchema = Type.Object({
   min_required_weave_python_version: Type.String(),
@@ -17,7 +23,10 @@ const ServerInfoSchema = Type.Object({
 })
 
 /** Service endpoints that need no credentials. `routes` is read per request so the document lists every route. */
-export function metaRoutes(routes: () => readonly RouteDef[], models: () => readonly { name: string; backend: string; architecture: string }[] = () => []): RouteDef[] {
+export function metaRoutes(
+  routes: () => readonly RouteDef[],
+  models: () => readonly { name: string; backend: string; architecture: string }[] = () => [],
+): RouteDef[] {
   let openapi: string | undefined
   return [
     route({
@@ -39,7 +48,14 @@ export function metaRoutes(routes: () => readonly RouteDef[], models: () => read
       tags: ['Service'],
       summary: 'Versions of weft and its engines',
       response: { description: 'Versions', schema: VersionSchema },
-      handler: () => ({ body: { version: VERSION, node: process.version, duckdb: duckdbVersion(), inference: models().map((m) => ({ model: m.name, backend: m.backend, architecture: m.architecture })) } }),
+      handler: () => ({
+        body: {
+          version: VERSION,
+          node: process.version,
+          duckdb: duckdbVersion(),
+          inference: models().map((m) => ({ model: m.name, backend: m.backend, architecture: m.architecture })),
+        },
+      }),
     }),
     route({
       method: 'GET',

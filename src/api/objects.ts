@@ -35,11 +35,18 @@ const ObjReadReqSchema = Type.Object(
   { additionalProperties: false },
 )
 
-const FileContentReqSchema = Type.Object({ project_id: ProjectIdSchema, digest: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false })
+const FileContentReqSchema = Type.Object(
+  { project_id: ProjectIdSchema, digest: Type.String({ minLength: 1, maxLength: 128 }) },
+  { additionalProperties: false },
+)
 
 function checkObjectId(id: string): void {
   // Weave answers InvalidFieldError (403) here, not a validation error.
-  if (!OBJECT_ID.test(id)) throw new ApiError(403, `Invalid object_id ${JSON.stringify(id.slice(0, 200))}: only letters, digits, '_', '.' and '-', at most 128 characters`)
+  if (!OBJECT_ID.test(id))
+    throw new ApiError(
+      403,
+      `Invalid object_id ${JSON.stringify(id.slice(0, 200))}: only letters, digits, '_', '.' and '-', at most 128 characters`,
+    )
 }
 
 /** The fields and the one file of a multipart/form-data body. */
@@ -103,7 +110,10 @@ export function objectRoutes(objects: ObjectStore, maxBodyBytes: number): RouteD
         const b = ctx.body
         const obj = await objects.read(b.project_id, b.object_id, b.digest, b.metadata_only === true)
         if (!obj) throw new ApiError(404, `Obj ${b.object_id}:${b.digest} not found`)
-        if (obj.deleted_at) throw new ApiError(404, `${b.object_id}:v${obj.version_index} was deleted at ${obj.deleted_at}`, { extra: { deleted_at: obj.deleted_at } })
+        if (obj.deleted_at)
+          throw new ApiError(404, `${b.object_id}:v${obj.version_index} was deleted at ${obj.deleted_at}`, {
+            extra: { deleted_at: obj.deleted_at },
+          })
         return { body: { obj } }
       },
     }),
@@ -119,11 +129,14 @@ export function objectRoutes(objects: ObjectStore, maxBodyBytes: number): RouteD
       handler: async (ctx) => {
         const { fields, file } = await parseMultipart(ctx, maxBodyBytes)
         const project = fields.project_id
-        if (!project || !/^[^/\s]+\/[^/\s]+$/.test(project) || project.length > 256) throw new ApiError(400, 'Form field project_id must be "entity/project"')
-        if (ctx.principal && !canAccess(ctx.principal, project.slice(0, project.indexOf('/')))) throw new ApiError(403, `This API key may not access ${project}`)
+        if (!project || !/^[^/\s]+\/[^/\s]+$/.test(project) || project.length > 256)
+          throw new ApiError(400, 'Form field project_id must be "entity/project"')
+        if (ctx.principal && !canAccess(ctx.principal, project.slice(0, project.indexOf('/'))))
+          throw new ApiError(403, `This API key may not access ${project}`)
         if (!file) throw new ApiError(400, 'Form field file is missing')
         const digest = await objects.createFile(project, file)
-        if (fields.expected_digest && fields.expected_digest !== digest) throw new ApiError(409, `Digest mismatch: expected ${fields.expected_digest}, computed ${digest}`)
+        if (fields.expected_digest && fields.expected_digest !== digest)
+          throw new ApiError(409, `Digest mismatch: expected ${fields.expected_digest}, computed ${digest}`)
         return { body: { digest } }
       },
     }),

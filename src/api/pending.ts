@@ -15,7 +15,10 @@ import {
 import { chatCompletionsRoute, modelsRoute } from './chat.js'
 
 function unknownInference(ctx: Ctx): never {
-  throw new ApiError(404, `No inference endpoint ${ctx.method} /inference/v1${ctx.params.path}; this server offers /inference/v1/chat/completions and /inference/v1/models`)
+  throw new ApiError(
+    404,
+    `No inference endpoint ${ctx.method} /inference/v1${ctx.params.path}; this server offers /inference/v1/chat/completions and /inference/v1/models`,
+  )
 }
 
 const OBJECTS = 'objects and the /v2 project API'

@@ -31,7 +31,9 @@ export function statsRoutes(stats: CallStats, usage: UsageRollup, prices: Prices
       summary: 'Usage of root calls including all their descendants',
       body: CallsUsageReqSchema,
       response: { description: 'Usage per root call id', schema: CallsUsageResSchema },
-      handler: async (ctx) => ({ body: await usage.calls(ctx.body.project_id, ctx.body.call_ids, ctx.body.include_costs ?? false, ctx.body.limit ?? 10_000) }),
+      handler: async (ctx) => ({
+        body: await usage.calls(ctx.body.project_id, ctx.body.call_ids, ctx.body.include_costs ?? false, ctx.body.limit ?? 10_000),
+      }),
     }),
     route({
       ...base,
@@ -43,7 +45,15 @@ export function statsRoutes(stats: CallStats, usage: UsageRollup, prices: Prices
       response: { description: 'Usage per call id', schema: CallsUsageResSchema },
       handler: async (ctx) => {
         const b = ctx.body
-        return { body: await usage.traces(b.project_id, b.filter, b.query as { $expr: unknown } | null | undefined, b.include_costs ?? false, b.limit ?? 10_000) }
+        return {
+          body: await usage.traces(
+            b.project_id,
+            b.filter,
+            b.query as { $expr: unknown } | null | undefined,
+            b.include_costs ?? false,
+            b.limit ?? 10_000,
+          ),
+        }
       },
     }),
     route({
@@ -51,7 +61,7 @@ export function statsRoutes(stats: CallStats, usage: UsageRollup, prices: Prices
       method: 'POST',
       path: '/cost/create',
       tags: ['Costs'],
-      summary: "Add prices for models in a project (they win over the default price book from their effective date)",
+      summary: 'Add prices for models in a project (they win over the default price book from their effective date)',
       body: CostCreateReqSchema,
       response: { description: 'The new price ids', schema: CostCreateResSchema },
       handler: async (ctx) => ({ body: { ids: await prices.create(ctx.body.project_id, ctx.principal!.userId, ctx.body.costs) } }),

@@ -140,7 +140,6 @@ export class KeyStore {
   }
 }
 
-
 function validate(spec: NewKey): void {
   if (!USER_ID.test(spec.userId)) throw new KeyError(`user id must match ${USER_ID}`)
   if (spec.name !== undefined && spec.name.length > 200) throw new KeyError('name must be at most 200 characters')

@@ -45,7 +45,9 @@ export class IngestPool {
         throw new ApiError(503, 'Too many ingest requests are waiting; retry shortly', { headers: { 'retry-after': '1' } })
       }
       // The worker died (out of memory, a crash): only this request fails; Piscina starts another.
-      throw new ApiError(503, `The ingest worker failed on this request and nothing was written: ${message}`, { headers: { 'retry-after': '1' } })
+      throw new ApiError(503, `The ingest worker failed on this request and nothing was written: ${message}`, {
+        headers: { 'retry-after': '1' },
+      })
     }
     if (!r.ok) throw ingestError(r)
     const buf = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength)

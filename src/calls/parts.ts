@@ -27,7 +27,8 @@ export function microsOf(text: string, field: string): string {
 }
 
 function checkCallId(id: string, field: string): void {
-  if (!isCallId(id)) throw new ApiError(400, `Invalid ${field} ${JSON.stringify(id.slice(0, 80))}: expected 16 lowercase hex digits or a lowercase UUID`)
+  if (!isCallId(id))
+    throw new ApiError(400, `Invalid ${field} ${JSON.stringify(id.slice(0, 80))}: expected 16 lowercase hex digits or a lowercase UUID`)
 }
 
 /** Every string inside a value that is a Weave ref URI, for the input_refs/output_refs filters. */
@@ -49,9 +50,14 @@ export function startPart(s: StartedCall, userId: string): CallPart {
   const id = s.id ?? uuidv7()
   checkCallId(id, 'call id')
   const traceId = s.trace_id ?? uuidv7()
-  if (!isTraceId(traceId)) throw new ApiError(400, `Invalid trace_id ${JSON.stringify(traceId.slice(0, 80))}: expected 32 lowercase hex digits or a lowercase UUID`)
+  if (!isTraceId(traceId))
+    throw new ApiError(
+      400,
+      `Invalid trace_id ${JSON.stringify(traceId.slice(0, 80))}: expected 32 lowercase hex digits or a lowercase UUID`,
+    )
   if (s.parent_id) checkCallId(s.parent_id, 'parent_id')
-  if (!s.op_name.startsWith('weave:///') && s.op_name.length > 128) throw new ApiError(400, 'op_name must be at most 128 characters unless it is an op ref')
+  if (!s.op_name.startsWith('weave:///') && s.op_name.length > 128)
+    throw new ApiError(400, 'op_name must be at most 128 characters unless it is an op ref')
   return {
     kind: 'start',
     project_id: s.project_id,
@@ -112,8 +118,10 @@ export function foldParts(parts: CallPart[]): CallPart[] {
     const target = into as unknown as Record<string, unknown>
     for (const [f, v] of Object.entries(p)) {
       if (v === undefined || v === null || f === 'kind') continue
-      if (f === 'input_refs' || f === 'output_refs') target[f] = [...new Set([...((target[f] as string[] | undefined) ?? []), ...(v as string[])])]
-      else if (f === 'deleted_us' && target[f] !== undefined && target[f] !== null) target[f] = BigInt(target[f] as string) > BigInt(v as string) ? target[f] : v
+      if (f === 'input_refs' || f === 'output_refs')
+        target[f] = [...new Set([...((target[f] as string[] | undefined) ?? []), ...(v as string[])])]
+      else if (f === 'deleted_us' && target[f] !== undefined && target[f] !== null)
+        target[f] = BigInt(target[f] as string) > BigInt(v as string) ? target[f] : v
       else target[f] = v
     }
   }
@@ -154,8 +162,22 @@ export function usageRows(summary: unknown): UsageRow[] | undefined {
 }
 
 const STRING_FIELDS = [
-  'kind', 'project_id', 'id', 'trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name',
-  'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id',
+  'kind',
+  'project_id',
+  'id',
+  'trace_id',
+  'parent_id',
+  'thread_id',
+  'turn_id',
+  'op_name',
+  'display_name',
+  'attributes',
+  'inputs',
+  'output',
+  'summary',
+  'exception',
+  'user_id',
+  'run_id',
 ] as const
 const MICROS_FIELDS = ['started_us', 'ended_us', 'deleted_us'] as const
 const INT_FIELDS = ['run_step', 'run_step_end'] as const
@@ -242,4 +264,5 @@ export function encodeParts(parts: CallPart[]): Buffer {
   return out
 }
 
-const wellFormed = (s: string): string => ((s as unknown as { isWellFormed(): boolean }).isWellFormed() ? s : (s as unknown as { toWellFormed(): string }).toWellFormed())
+const wellFormed = (s: string): string =>
+  (s as unknown as { isWellFormed(): boolean }).isWellFormed() ? s : (s as unknown as { toWellFormed(): string }).toWellFormed()

@@ -5,7 +5,15 @@ import { ApiError, validationError, type Detail } from '../http/errors.js'
 import { parseJson } from '../http/json-body.js'
 import { compileValidator } from '../http/validation.js'
 import { decodeProtobuf, spansToParts, type ExportRequest } from '../otel/otlp.js'
-import { CallCreateBatchReqSchema, CallEndReqSchema, CallStartReqSchema, EndedCallSchema, StartedCallSchema, type EndedCall, type StartedCall } from '../schemas/calls-write.js'
+import {
+  CallCreateBatchReqSchema,
+  CallEndReqSchema,
+  CallStartReqSchema,
+  EndedCallSchema,
+  StartedCallSchema,
+  type EndedCall,
+  type StartedCall,
+} from '../schemas/calls-write.js'
 import { encodeParts, endPart, foldParts, startPart } from './parts.js'
 import { parseWithRawValues } from './raw-json.js'
 import { walRecord } from './wal.js'
@@ -120,9 +128,14 @@ async function convert(task: IngestTask): Promise<{ parts: CallPart[]; reply: un
 }
 
 /** One batch item: its part, or why it was rejected (a bad item never fails the batch). */
-function batchItem(item: { mode?: string; req: Record<string, unknown> }, index: number, task: IngestTask): { part: CallPart; res: unknown } | { error: ApiError } {
+function batchItem(
+  item: { mode?: string; req: Record<string, unknown> },
+  index: number,
+  task: IngestTask,
+): { part: CallPart; res: unknown } | { error: ApiError } {
   const mode = item.mode ?? ('start' in item.req ? 'start' : 'end')
-  const relocate = (problems: Detail[], key: string) => problems.map((d) => ({ ...d, loc: ['body', 'batch', index, 'req', key, ...d.loc.slice(1)] }))
+  const relocate = (problems: Detail[], key: string) =>
+    problems.map((d) => ({ ...d, loc: ['body', 'batch', index, 'req', key, ...d.loc.slice(1)] }))
   try {
     if (mode === 'start') {
       const problems = validStart(item.req.start)
@@ -155,7 +168,8 @@ async function decompress(body: Uint8Array, encoding: string, limit: number): Pr
     if (enc === 'gzip') return await gunzip(body, opts)
     if (enc === 'deflate') return await inflate(body, opts)
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw new ApiError(413, `Decompressed body is larger than ${limit} bytes`)
+    if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE')
+      throw new ApiError(413, `Decompressed body is larger than ${limit} bytes`)
     throw new ApiError(400, `Body is not valid ${enc} data`)
   }
   throw new ApiError(415, `Unsupported Content-Encoding ${JSON.stringify(enc)}: send gzip, deflate or none`)

@@ -295,7 +295,8 @@ class Scanner {
         }
         // Surrogate escapes: DuckDB's JSON reader refuses lone ones; pairs are rare enough to take the slow path.
         if (code >= 0xd800 && code <= 0xdfff) throw bail
-      } else if (!(e === QUOTE || e === BACKSLASH || e === 0x2f || e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74)) throw bail
+      } else if (!(e === QUOTE || e === BACKSLASH || e === 0x2f || e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74))
+        throw bail
     }
   }
 }

@@ -2,7 +2,16 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { DuckDBInstance, blobValue, listValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api'
 import { Wal, takeLock, walRecord } from './wal.js'
-import { MANIFEST as MANIFEST_FILE, checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest, type Segment } from './segments.js'
+import {
+  MANIFEST as MANIFEST_FILE,
+  checkName,
+  fileName,
+  fsyncPath,
+  readManifest,
+  writeManifest,
+  type Manifest,
+  type Segment,
+} from './segments.js'
 import { ApiError } from '../http/errors.js'
 import type { RawJson } from './raw-json.js'
 import { PARTS_JSON_TYPE, USAGE_FIELDS, encodeParts, type UsageRow } from './parts.js'
@@ -126,14 +135,35 @@ const PARQUET = 'FORMAT parquet, COMPRESSION zstd'
 
 /** Latest non-null value of each field over a call's parts, in arrival order. */
 export const latest = (c: string) => `arg_max(${c}, seq) FILTER (WHERE ${c} IS NOT NULL) AS ${c}`
-const FOLDED = ['trace_id', 'parent_id', 'thread_id', 'turn_id', 'op_name', 'display_name', 'started_at', 'ended_at', 'attributes', 'inputs', 'output', 'summary', 'exception', 'user_id', 'run_id', 'run_step', 'run_step_end', 'usage']
+const FOLDED = [
+  'trace_id',
+  'parent_id',
+  'thread_id',
+  'turn_id',
+  'op_name',
+  'display_name',
+  'started_at',
+  'ended_at',
+  'attributes',
+  'inputs',
+  'output',
+  'summary',
+  'exception',
+  'user_id',
+  'run_id',
+  'run_step',
+  'run_step_end',
+  'usage',
+]
 /** Large JSON columns: a page of calls merges them only for the calls on the page. */
 const HEAVY = new Set(['attributes', 'inputs', 'output', 'summary', 'usage'])
 const REF_LISTS = ['input_refs', 'output_refs']
 
 /** The merged calls (latest non-null value per field over each call's parts), with the given folded columns. */
 export function merged(columns: readonly string[] = FOLDED, refs = true): string {
-  const lists = refs ? REF_LISTS.map((c) => `,\n    list_distinct(flatten(list(${c}) FILTER (WHERE ${c} IS NOT NULL))) AS ${c}`).join('') : ''
+  const lists = refs
+    ? REF_LISTS.map((c) => `,\n    list_distinct(flatten(list(${c}) FILTER (WHERE ${c} IS NOT NULL))) AS ${c}`).join('')
+    : ''
   return `
   SELECT project_id, id,
     ${columns.map(latest).join(',\n    ')},
@@ -211,7 +241,15 @@ export class CallStore {
   ) {}
 
   static async open(dataDir: string, options: StoreOptions = {}): Promise<CallStore> {
-    const opts = { flushRows: options.flushRows ?? 200_000, flushBytes: options.flushBytes ?? 256 * 2 ** 20, flushIntervalMs: options.flushIntervalMs ?? 30_000, maxSegments: options.maxSegments ?? 8, queryTimeoutMs: options.queryTimeoutMs ?? 30_000, compactParts: options.compactParts ?? 2_000_000, maxUnmovedBytes: options.maxUnmovedBytes ?? 8 * 2 ** 20 }
+    const opts = {
+      flushRows: options.flushRows ?? 200_000,
+      flushBytes: options.flushBytes ?? 256 * 2 ** 20,
+      flushIntervalMs: options.flushIntervalMs ?? 30_000,
+      maxSegments: options.maxSegments ?? 8,
+      queryTimeoutMs: options.queryTimeoutMs ?? 30_000,
+      compactParts: options.compactParts ?? 2_000_000,
+      maxUnmovedBytes: options.maxUnmovedBytes ?? 8 * 2 ** 20,
+    }
     const dir = path.join(dataDir, 'calls')
     await fs.mkdir(dir, { recursive: true })
     await takeLock(path.join(dir, 'LOCK'))
@@ -266,9 +304,12 @@ export class CallStore {
       }
     }
     if (opts.flushIntervalMs > 0) {
-      store.timer = setInterval(() => {
-        if (store.tailRows > 0 && Date.now() - store.tailSince >= opts.flushIntervalMs) void store.flush().catch(() => {})
-      }, Math.min(opts.flushIntervalMs, 5_000))
+      store.timer = setInterval(
+        () => {
+          if (store.tailRows > 0 && Date.now() - store.tailSince >= opts.flushIntervalMs) void store.flush().catch(() => {})
+        },
+        Math.min(opts.flushIntervalMs, 5_000),
+      )
       store.timer.unref()
     }
     return store
@@ -372,7 +413,10 @@ export class CallStore {
   }
 
   private failedError(): ApiError {
-    return new ApiError(503, `The calls store could not add acknowledged writes to its tail (${(this.tailFailure as Error).message}); they are kept in its log and come back at the next start: restart the server`)
+    return new ApiError(
+      503,
+      `The calls store could not add acknowledged writes to its tail (${(this.tailFailure as Error).message}); they are kept in its log and come back at the next start: restart the server`,
+    )
   }
 
   /**
@@ -459,7 +503,9 @@ export class CallStore {
     await fsyncPath(tmp)
     await fs.rename(tmp, segPath)
     await fsyncPath(this.dir)
-    const stats = (await this.maint.runAndReadAll(`SELECT count(*)::BIGINT AS n, min(seq) AS lo, max(seq) AS hi FROM read_parquet('${segPath}')`)).getRowObjectsJS()[0]!
+    const stats = (
+      await this.maint.runAndReadAll(`SELECT count(*)::BIGINT AS n, min(seq) AS lo, max(seq) AS hi FROM read_parquet('${segPath}')`)
+    ).getRowObjectsJS()[0]!
     const bytes = (await fs.stat(segPath)).size
     const empty = Number(stats.n) === 0
     if (empty) await fs.rm(segPath, { force: true })
@@ -467,7 +513,10 @@ export class CallStore {
       ...this.manifest,
       segments: empty
         ? this.manifest.segments
-        : [...this.manifest.segments, { file: segName, rows: Number(stats.n), min_seq: Number(stats.lo ?? 0), max_seq: Number(stats.hi ?? 0), bytes }],
+        : [
+            ...this.manifest.segments,
+            { file: segName, rows: Number(stats.n), min_seq: Number(stats.lo ?? 0), max_seq: Number(stats.hi ?? 0), bytes },
+          ],
       wals: this.manifest.wals.filter((w) => !oldWals.includes(w)),
     }
     await writeManifest(this.dir, this.manifest)
@@ -509,7 +558,10 @@ export class CallStore {
     const made: Segment[] = []
     for (let i = 0; i <= bounds.length; i++) {
       const params = new Params()
-      const range = [i > 0 ? `id >= ${params.add(bounds[i - 1]!)}` : 'true', i < bounds.length ? `id < ${params.add(bounds[i]!)}` : 'true'].join(' AND ')
+      const range = [
+        i > 0 ? `id >= ${params.add(bounds[i - 1]!)}` : 'true',
+        i < bounds.length ? `id < ${params.add(bounds[i]!)}` : 'true',
+      ].join(' AND ')
       const segName = fileName('seg', this.manifest.next_file++)
       const segPath = path.join(this.dir, segName)
       const tmp = segPath + '.tmp'
@@ -523,14 +575,23 @@ export class CallStore {
       )
       copy.bind(params.values)
       await copy.run()
-      const stats = (await this.maint.runAndReadAll(`SELECT count(*)::BIGINT AS n, min(seq) AS lo, max(seq) AS hi FROM read_parquet('${tmp}')`)).getRowObjectsJS()[0]!
+      const stats = (
+        await this.maint.runAndReadAll(`SELECT count(*)::BIGINT AS n, min(seq) AS lo, max(seq) AS hi FROM read_parquet('${tmp}')`)
+      ).getRowObjectsJS()[0]!
       if (Number(stats.n) === 0) {
         await fs.rm(tmp, { force: true })
         continue
       }
       await fsyncPath(tmp)
       await fs.rename(tmp, segPath)
-      made.push({ file: segName, rows: Number(stats.n), min_seq: Number(stats.lo ?? 0), max_seq: Number(stats.hi ?? 0), bytes: (await fs.stat(segPath)).size, level: 1 })
+      made.push({
+        file: segName,
+        rows: Number(stats.n),
+        min_seq: Number(stats.lo ?? 0),
+        max_seq: Number(stats.hi ?? 0),
+        bytes: (await fs.stat(segPath)).size,
+        level: 1,
+      })
     }
     await fsyncPath(this.dir)
     // The flushed segments' highest seq must survive in the manifest (a restart numbers new parts after it).
@@ -592,9 +653,13 @@ export class CallStore {
   private async idBounds(segments: readonly Segment[], n: number): Promise<string[]> {
     if (n <= 1) return []
     const files = segments.map((x) => `'${path.join(this.dir, checkName(x.file))}'`).join(', ')
-    const mins = (await this.maint.runAndReadAll(
-      `SELECT stats_min AS id FROM parquet_metadata([${files}]) WHERE path_in_schema = 'id' AND stats_min IS NOT NULL ORDER BY stats_min`,
-    )).getRowObjectsJS().map((r) => String(r.id))
+    const mins = (
+      await this.maint.runAndReadAll(
+        `SELECT stats_min AS id FROM parquet_metadata([${files}]) WHERE path_in_schema = 'id' AND stats_min IS NOT NULL ORDER BY stats_min`,
+      )
+    )
+      .getRowObjectsJS()
+      .map((r) => String(r.id))
     const out: string[] = []
     for (let i = 1; i < n; i++) {
       const b = mins[Math.floor((i * mins.length) / n)]
@@ -662,12 +727,17 @@ export class CallStore {
     if (opts.query) where.push(`coalesce(${compileQuery(opts.query, params)}, false)`)
     const inner = [`project_id = ${p}`]
     // A condition on the id itself holds for every part of the call: it filters the merge's input directly.
-    for (const n of narrow) inner.push(/^list_contains\(\$\d+, id\)/.test(n) ? n : `id IN (SELECT id FROM all_parts WHERE project_id = ${p} AND ${n})`)
+    for (const n of narrow)
+      inner.push(/^list_contains\(\$\d+, id\)/.test(n) ? n : `id IN (SELECT id FROM all_parts WHERE project_id = ${p} AND ${n})`)
     inner.push(...(extra.parts ?? []))
     const text = where.join(' ') + ' ' + orderSql + ' ' + (extra.columns ?? []).map((c) => `m.${c}`).join(' ')
     const named = (c: string) => new RegExp(`\\bm\\.${c}\\b`).test(text)
     // `only`: the caller reads just these (plus what the conditions name); fewer columns, a cheaper merge.
-    const columns = extra.only ? FOLDED.filter((c) => extra.only!.includes(c) || named(c)) : light ? FOLDED.filter((c) => !HEAVY.has(c) || named(c)) : FOLDED
+    const columns = extra.only
+      ? FOLDED.filter((c) => extra.only!.includes(c) || named(c))
+      : light
+        ? FOLDED.filter((c) => !HEAVY.has(c) || named(c))
+        : FOLDED
     const refs = !light || /\bm\.(input|output)_refs\b/.test(text)
     return `(${merged(columns, refs)} WHERE ${inner.join(' AND ')} GROUP BY project_id, id) m WHERE ${where.join(' AND ')}`
   }
@@ -681,7 +751,12 @@ export class CallStore {
       const f = fieldSql(s.field, params)
       if (f.json || f.type === 'string') {
         // Numbers before strings, missing last, in either direction (reference §3.5, mixed-type rule).
-        keys.push(`(${f.sql}) IS NULL ASC`, `TRY_CAST(${f.sql} AS DOUBLE) IS NULL ASC`, `TRY_CAST(${f.sql} AS DOUBLE) ${dir}`, `(${f.sql}) ${dir}`)
+        keys.push(
+          `(${f.sql}) IS NULL ASC`,
+          `TRY_CAST(${f.sql} AS DOUBLE) IS NULL ASC`,
+          `TRY_CAST(${f.sql} AS DOUBLE) ${dir}`,
+          `(${f.sql}) ${dir}`,
+        )
       } else keys.push(`(${f.sql}) ${dir} NULLS LAST`)
     }
     return `ORDER BY ${keys.join(', ')}, m.id ASC`

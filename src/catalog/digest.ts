@@ -51,7 +51,13 @@ export function pythonJsonDumps(v: unknown): string {
   if (typeof v === 'string') return pyString(v)
   if (Array.isArray(v)) return '[' + v.map(pythonJsonDumps).join(', ') + ']'
   if (typeof v === 'object') {
-    return '{' + Object.entries(v as Record<string, unknown>).map(([k, x]) => `${pyString(k)}: ${pythonJsonDumps(x)}`).join(', ') + '}'
+    return (
+      '{' +
+      Object.entries(v as Record<string, unknown>)
+        .map(([k, x]) => `${pyString(k)}: ${pythonJsonDumps(x)}`)
+        .join(', ') +
+      '}'
+    )
   }
   return 'null'
 }

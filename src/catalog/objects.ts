@@ -26,7 +26,12 @@ export function classify(val: unknown): { kind: 'op' | 'object'; base: string | 
   const type = wt && typeof wt === 'object' ? wt.type : v._type
   const kind = type === 'Op' ? 'op' : 'object'
   const bases = v._bases
-  if (Array.isArray(bases) && bases.length >= 2 && bases[bases.length - 1] === 'BaseModel' && (bases[bases.length - 2] === 'Object' || bases[bases.length - 2] === 'BaseObject')) {
+  if (
+    Array.isArray(bases) &&
+    bases.length >= 2 &&
+    bases[bases.length - 1] === 'BaseModel' &&
+    (bases[bases.length - 2] === 'Object' || bases[bases.length - 2] === 'BaseObject')
+  ) {
     const leaf = typeof v._class_name === 'string' ? v._class_name : null
     const base = bases.length > 2 ? String(bases[bases.length - 3]) : leaf
     return { kind, base, leaf }
@@ -83,23 +88,44 @@ export class ObjectStore {
     const digest = valueDigest(val)
     const { kind, base, leaf } = classify(val)
     await this.catalog.transaction(async (tx) => {
-      const [existing] = await tx.all<{ deleted: boolean }>('SELECT deleted_at IS NOT NULL AS deleted FROM objects WHERE project_id = $1 AND object_id = $2 AND digest = $3', [projectId, objectId, digest])
+      const [existing] = await tx.all<{ deleted: boolean }>(
+        'SELECT deleted_at IS NOT NULL AS deleted FROM objects WHERE project_id = $1 AND object_id = $2 AND digest = $3',
+        [projectId, objectId, digest],
+      )
       if (existing) {
-        if (existing.deleted) await tx.run('UPDATE objects SET deleted_at = NULL WHERE project_id = $1 AND object_id = $2 AND digest = $3', [projectId, objectId, digest])
+        if (existing.deleted)
+          await tx.run('UPDATE objects SET deleted_at = NULL WHERE project_id = $1 AND object_id = $2 AND digest = $3', [
+            projectId,
+            objectId,
+            digest,
+          ])
         return
       }
-      const [{ n }] = (await tx.all<{ n: number }>('SELECT count(*)::INTEGER AS n FROM objects WHERE project_id = $1 AND object_id = $2', [projectId, objectId])) as [{ n: number }]
-      await tx.run(
-        `INSERT INTO objects VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now()::TIMESTAMP, NULL)`,
-        [projectId, objectId, digest, Number(n), kind, base, leaf, JSON.stringify(val), userId],
-      )
+      const [{ n }] = (await tx.all<{ n: number }>('SELECT count(*)::INTEGER AS n FROM objects WHERE project_id = $1 AND object_id = $2', [
+        projectId,
+        objectId,
+      ])) as [{ n: number }]
+      await tx.run(`INSERT INTO objects VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now()::TIMESTAMP, NULL)`, [
+        projectId,
+        objectId,
+        digest,
+        Number(n),
+        kind,
+        base,
+        leaf,
+        JSON.stringify(val),
+        userId,
+      ])
     })
     return { digest, object_id: objectId }
   }
 
   /** `digest` may be a content digest, `latest`, or `v<N>`. */
   async read(projectId: string, objectId: string, digest: string, metadataOnly = false): Promise<ObjectVersion | null> {
-    const rows = await this.catalog.all<Row>(`SELECT * FROM (${SELECT} WHERE project_id = $1 AND object_id = $2) ORDER BY version_index`, [projectId, objectId])
+    const rows = await this.catalog.all<Row>(`SELECT * FROM (${SELECT} WHERE project_id = $1 AND object_id = $2) ORDER BY version_index`, [
+      projectId,
+      objectId,
+    ])
     let r: Row | undefined
     if (digest === 'latest') r = rows.find((x) => x.latest)
     else if (/^v\d+$/.test(digest)) r = rows.find((x) => Number(x.version_index) === Number(digest.slice(1)))
@@ -110,15 +136,20 @@ export class ObjectStore {
   /** Files are content-addressed by Weave's file digest (the TS SDK computes the same one client side). */
   async createFile(projectId: string, content: Buffer): Promise<string> {
     const digest = digestBytes(content)
-    await this.catalog.run(
-      'INSERT INTO files VALUES ($1, $2, $3::BLOB, $4, now()::TIMESTAMP) ON CONFLICT DO NOTHING',
-      [projectId, digest, blobValue(new Uint8Array(content)), content.length],
-    )
+    await this.catalog.run('INSERT INTO files VALUES ($1, $2, $3::BLOB, $4, now()::TIMESTAMP) ON CONFLICT DO NOTHING', [
+      projectId,
+      digest,
+      blobValue(new Uint8Array(content)),
+      content.length,
+    ])
     return digest
   }
 
   async readFile(projectId: string, digest: string): Promise<Buffer | null> {
-    const [r] = await this.catalog.all<{ content: Uint8Array }>('SELECT content FROM files WHERE project_id = $1 AND digest = $2', [projectId, digest])
+    const [r] = await this.catalog.all<{ content: Uint8Array }>('SELECT content FROM files WHERE project_id = $1 AND digest = $2', [
+      projectId,
+      digest,
+    ])
     return r ? Buffer.from(r.content) : null
   }
 }

@@ -64,11 +64,22 @@ export function defaultPrices(extra = ''): PriceRow[] {
       created_at_ms: 0,
     })
   for (const p of book.prices) add(p.llm_id, p)
-  for (const entry of extra.split(';').map((s) => s.trim()).filter(Boolean)) {
+  for (const entry of extra
+    .split(';')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const m = /^([^=]+)=([0-9.eE+-]+),([0-9.eE+-]+)(?:,([0-9.eE+-]+))?(?:,([0-9.eE+-]+))?$/.exec(entry)
     const nums = m ? [m[2], m[3], m[4] ?? '0', m[5] ?? '0'].map(Number) : []
-    if (!m || nums.some((n) => !Number.isFinite(n) || n < 0)) throw new Error(`bad price entry ${JSON.stringify(entry)}: expected model=prompt,completion[,cache_read,cache_creation] in USD per token`)
-    add(m[1]!.trim(), { prompt_token_cost: nums[0]!, completion_token_cost: nums[1]!, cache_read_input_token_cost: nums[2]!, cache_creation_input_token_cost: nums[3]! })
+    if (!m || nums.some((n) => !Number.isFinite(n) || n < 0))
+      throw new Error(
+        `bad price entry ${JSON.stringify(entry)}: expected model=prompt,completion[,cache_read,cache_creation] in USD per token`,
+      )
+    add(m[1]!.trim(), {
+      prompt_token_cost: nums[0]!,
+      completion_token_cost: nums[1]!,
+      cache_read_input_token_cost: nums[2]!,
+      cache_creation_input_token_cost: nums[3]!,
+    })
   }
   return [...rows.values()]
 }
@@ -254,7 +265,21 @@ export class Prices {
         if (!Number.isFinite(eff)) throw new ApiError(400, `costs.${llm}.effective_date is not a date`)
         await tx.run(
           `INSERT INTO llm_token_prices VALUES ($1, 'project', $2, $3, $4, make_timestamp($5::BIGINT * 1000), $6, $7, $8, $9, $10, $11, $12, make_timestamp($13::BIGINT * 1000))`,
-          [id, project, c.provider_id ?? 'default', llm, eff, c.prompt_token_cost, c.completion_token_cost, c.cache_read_input_token_cost ?? 0, c.cache_creation_input_token_cost ?? 0, c.prompt_token_cost_unit ?? 'USD', c.completion_token_cost_unit ?? 'USD', userId, now],
+          [
+            id,
+            project,
+            c.provider_id ?? 'default',
+            llm,
+            eff,
+            c.prompt_token_cost,
+            c.completion_token_cost,
+            c.cache_read_input_token_cost ?? 0,
+            c.cache_creation_input_token_cost ?? 0,
+            c.prompt_token_cost_unit ?? 'USD',
+            c.completion_token_cost_unit ?? 'USD',
+            userId,
+            now,
+          ],
         )
         ids.push([id, llm])
       }
@@ -265,10 +290,20 @@ export class Prices {
   }
 
   /** The project's own prices (reference §6.1: project level only), filtered, sorted and paged. */
-  async query(project: string, req: { fields?: string[] | null; query?: { $expr: unknown } | null; sort_by?: { field: string; direction: 'asc' | 'desc' }[] | null; limit?: number | null; offset?: number | null }): Promise<Record<string, unknown>[]> {
+  async query(
+    project: string,
+    req: {
+      fields?: string[] | null
+      query?: { $expr: unknown } | null
+      sort_by?: { field: string; direction: 'asc' | 'desc' }[] | null
+      limit?: number | null
+      offset?: number | null
+    },
+  ): Promise<Record<string, unknown>[]> {
     const own = (await this.forProject(project)).filter((r) => r.pricing_level === 'project').map(toOutput)
     for (const f of [...(req.fields ?? []), ...(req.sort_by ?? []).map((s) => s.field)]) {
-      if (!(COST_FIELDS as readonly string[]).includes(f)) throw new ApiError(400, `Unknown cost field ${JSON.stringify(f)}; fields are ${COST_FIELDS.join(', ')}`)
+      if (!(COST_FIELDS as readonly string[]).includes(f))
+        throw new ApiError(400, `Unknown cost field ${JSON.stringify(f)}; fields are ${COST_FIELDS.join(', ')}`)
     }
     let rows = req.query ? own.filter((r) => Boolean(evaluate(req.query!.$expr, r))) : own
     const sort = req.sort_by?.length ? req.sort_by : [{ field: 'effective_date', direction: 'desc' as const }]
@@ -290,7 +325,10 @@ export class Prices {
   async purge(project: string, query: unknown): Promise<void> {
     const ids = purgeIds(query)
     if (ids.length === 0) return
-    await this.catalog.run(`DELETE FROM llm_token_prices WHERE pricing_level = 'project' AND pricing_level_id = $1 AND list_contains($2, id)`, [project, listValue(ids)])
+    await this.catalog.run(
+      `DELETE FROM llm_token_prices WHERE pricing_level = 'project' AND pricing_level_id = $1 AND list_contains($2, id)`,
+      [project, listValue(ids)],
+    )
     this.cache.delete(project)
     this.version++
   }
@@ -334,7 +372,8 @@ function toOutput(r: PriceRow): Record<string, unknown> {
 export function callCost(row: PriceRow, usage: Record<string, unknown>): Record<string, unknown> {
   const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0)
   const prompt = usage.prompt_tokens !== undefined && usage.prompt_tokens !== null ? num(usage.prompt_tokens) : num(usage.input_tokens)
-  const completion = usage.completion_tokens !== undefined && usage.completion_tokens !== null ? num(usage.completion_tokens) : num(usage.output_tokens)
+  const completion =
+    usage.completion_tokens !== undefined && usage.completion_tokens !== null ? num(usage.completion_tokens) : num(usage.output_tokens)
   const cacheRead = num(usage.cache_read_input_tokens)
   const cacheCreation = num(usage.cache_creation_input_tokens)
   return {

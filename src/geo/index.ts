@@ -40,10 +40,7 @@ export interface GeoResult {
   location: GeoLocation
 }
 
-export type GeoLookup =
-  | { ok: true; result: GeoResult }
-  | { ok: false; error: 'invalid_ip' }
-  | { ok: false; error: 'not_found'; ip: string }
+export type GeoLookup = { ok: true; result: GeoResult } | { ok: false; error: 'invalid_ip' } | { ok: false; error: 'not_found'; ip: string }
 
 export interface GeoStats {
   ipv4Rows: number
@@ -221,7 +218,8 @@ function parseRows(buf: Buffer, file: string, width: 1 | 4, countries: CountryTa
     if (pos < 0 || buf[pos] !== 44) fail(file, line, 'expected a range end (decimal integer within the address space) and a comma')
     const a = buf[pos + 1]
     const b = buf[pos + 2]
-    if (a === undefined || b === undefined || a < 65 || a > 90 || b < 65 || b > 90) fail(file, line, 'expected a two-letter upper-case country code')
+    if (a === undefined || b === undefined || a < 65 || a > 90 || b < 65 || b > 90)
+      fail(file, line, 'expected a two-letter upper-case country code')
     pos += 3
     if (buf[pos] === 13) pos++
     if (pos < len && buf[pos] !== 10) fail(file, line, 'unexpected text after the country code')

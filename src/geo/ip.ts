@@ -184,7 +184,7 @@ export function formatIpWords(version: IpVersion, words: ArrayLike<number>, offs
   }
   let bestAt = -1
   let bestLen = 1
-  for (let k = 0; k < 8; ) {
+  for (let k = 0; k < 8;) {
     if (groups[k] !== 0) {
       k++
       continue

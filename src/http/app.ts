@@ -298,7 +298,6 @@ export function tooLarge(limit: number): ApiError {
   return new ApiError(413, `Request body is larger than the limit of ${limit} bytes`)
 }
 
-
 /** A query string as an object; a repeated key becomes an array. */
 export function queryObject(q: string): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = Object.create(null)

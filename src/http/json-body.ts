@@ -10,8 +10,6 @@ export function parseJson(buf: Buffer | Uint8Array): unknown {
   } catch (e) {
     const msg = (e as Error).message
     const pos = /position (\d+)/.exec(msg)
-    throw validationError([
-      { loc: ['body', pos ? Number(pos[1]) : 0], msg: `JSON decode error: ${msg}`, type: 'json_invalid' },
-    ])
+    throw validationError([{ loc: ['body', pos ? Number(pos[1]) : 0], msg: `JSON decode error: ${msg}`, type: 'json_invalid' }])
   }
 }

@@ -77,7 +77,9 @@ export function buildOpenApi(routes: readonly RouteDef[]): unknown {
       '200': def.response
         ? {
             description: def.response.description,
-            content: { [def.response.contentType ?? 'application/json']: { schema: def.response.schema ? plain(def.response.schema) : {} } },
+            content: {
+              [def.response.contentType ?? 'application/json']: { schema: def.response.schema ? plain(def.response.schema) : {} },
+            },
           }
         : json({}, 'Successful Response'),
     }
@@ -96,7 +98,9 @@ export function buildOpenApi(routes: readonly RouteDef[]): unknown {
       ...(def.description ? { description: def.description } : {}),
       operationId: operationId(def),
       ...(params.length ? { parameters: params } : {}),
-      ...(def.body && !def.rawBody ? { requestBody: { required: true, content: { 'application/json': { schema: plain(def.body) } } } } : {}),
+      ...(def.body && !def.rawBody
+        ? { requestBody: { required: true, content: { 'application/json': { schema: plain(def.body) } } } }
+        : {}),
       responses,
       security: def.auth === 'none' ? [] : def.family === 'openai' ? [{ bearerAuth: [] }] : [{ basicAuth: [] }],
     }

@@ -105,7 +105,11 @@ function toDetail(e: ErrorObject, where: Location): Detail {
       return { loc: [...loc, String(p.additionalProperty)], msg: 'Extra inputs are not permitted', type: 'extra_forbidden' }
     case 'type': {
       const t = String(p.type).split(',')[0]!
-      return { loc, msg: `Input should be ${TYPE_NAMES[t] ?? t}`, type: `${t === 'integer' ? 'int' : t === 'boolean' ? 'bool' : t === 'object' ? 'dict' : t === 'array' ? 'list' : t === 'number' ? 'float' : t}_type` }
+      return {
+        loc,
+        msg: `Input should be ${TYPE_NAMES[t] ?? t}`,
+        type: `${t === 'integer' ? 'int' : t === 'boolean' ? 'bool' : t === 'object' ? 'dict' : t === 'array' ? 'list' : t === 'number' ? 'float' : t}_type`,
+      }
     }
     case 'enum':
       return { loc, msg: `Input should be ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(' or ')}`, type: 'enum' }

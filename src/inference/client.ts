@@ -78,7 +78,16 @@ export class ModelServer {
         if (e.type === 'ready') {
           ready = true
           this.info = e.model
-          this.log.info({ model: e.model.name, backend: e.model.backend, architecture: e.model.architecture, parameters: e.model.parameters, max_model_len: e.model.maxModelLen }, 'model loaded')
+          this.log.info(
+            {
+              model: e.model.name,
+              backend: e.model.backend,
+              architecture: e.model.architecture,
+              parameters: e.model.parameters,
+              max_model_len: e.model.maxModelLen,
+            },
+            'model loaded',
+          )
           resolve()
           return
         }
@@ -198,7 +207,14 @@ export class ModelPool {
   async stats(): Promise<EngineStats & { replicas: number }> {
     const all = await Promise.all(this.replicas.map((r) => r.stats()))
     const sum = (k: keyof EngineStats) => all.reduce((a, s) => a + s[k], 0)
-    return { replicas: all.length, running_requests: sum('running_requests'), waiting_requests: sum('waiting_requests'), running_sequences: sum('running_sequences'), kv_positions_used: sum('kv_positions_used'), kv_positions: sum('kv_positions') }
+    return {
+      replicas: all.length,
+      running_requests: sum('running_requests'),
+      waiting_requests: sum('waiting_requests'),
+      running_sequences: sum('running_sequences'),
+      kv_positions_used: sum('kv_positions_used'),
+      kv_positions: sum('kv_positions'),
+    }
   }
 
   async close(): Promise<void> {

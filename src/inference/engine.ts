@@ -111,13 +111,19 @@ export class Engine {
   submit(req: GenerateRequest): void {
     try {
       const a = this.prepare(req)
-      if (this.waiting.length >= this.opts.maxWaiting) throw new RequestError(429, `The server is at capacity: ${this.waiting.length} requests are waiting. Retry later.`)
+      if (this.waiting.length >= this.opts.maxWaiting)
+        throw new RequestError(429, `The server is at capacity: ${this.waiting.length} requests are waiting. Retry later.`)
       this.waiting.push(a)
       if (this.opts.priority) this.waiting.sort((x, y) => x.req.priority - y.req.priority || x.arrived - y.arrived)
       this.emit({ type: 'accepted', id: req.id, promptTokens: a.promptIds.length, promptIds: a.promptIds, queuedMs: 0 })
       this.wake?.()
     } catch (e) {
-      const err = e instanceof RequestError ? e : e instanceof TemplateError ? new RequestError(400, e.message) : new RequestError(500, 'Internal server error')
+      const err =
+        e instanceof RequestError
+          ? e
+          : e instanceof TemplateError
+            ? new RequestError(400, e.message)
+            : new RequestError(500, 'Internal server error')
       if (err.status === 500) console.error(e)
       this.emit({ type: 'error', id: req.id, status: err.status, message: err.message, param: err.param })
     }
@@ -134,7 +140,19 @@ export class Engine {
   }
 
   /** The prompt token ids of a chat (for /tokenize and for submit). */
-  promptIds(req: Pick<GenerateRequest, 'messages' | 'addGenerationPrompt' | 'continueFinalMessage' | 'addSpecialTokens' | 'tools' | 'documents' | 'chatTemplate' | 'chatTemplateKwargs'>): number[] {
+  promptIds(
+    req: Pick<
+      GenerateRequest,
+      | 'messages'
+      | 'addGenerationPrompt'
+      | 'continueFinalMessage'
+      | 'addSpecialTokens'
+      | 'tools'
+      | 'documents'
+      | 'chatTemplate'
+      | 'chatTemplateKwargs'
+    >,
+  ): number[] {
     const text = this.tok.render(req.messages, {
       addGenerationPrompt: req.addGenerationPrompt,
       continueFinalMessage: req.continueFinalMessage,
@@ -150,31 +168,71 @@ export class Engine {
     const V = this.model.vocabSize
     const outOfVocab = (ids: number[], what: string) => {
       const bad = ids.filter((i) => i >= V)
-      if (bad.length) throw new RequestError(400, `token_id(s) [${bad.join(', ')}] in ${what} contain out-of-vocab token ids. Vocabulary size: ${V}`, what)
+      if (bad.length)
+        throw new RequestError(
+          400,
+          `token_id(s) [${bad.join(', ')}] in ${what} contain out-of-vocab token ids. Vocabulary size: ${V}`,
+          what,
+        )
     }
-    if (req.logprobs !== null && req.logprobs > this.opts.maxLogprobs) throw new RequestError(400, `Requested sample logprobs of ${req.logprobs}, which is greater than max allowed: ${this.opts.maxLogprobs}`, 'top_logprobs')
-    if (req.promptLogprobs !== null && req.promptLogprobs > this.opts.maxLogprobs) throw new RequestError(400, `Requested prompt logprobs of ${req.promptLogprobs}, which is greater than max allowed: ${this.opts.maxLogprobs}`, 'prompt_logprobs')
-    if (req.logitBias) outOfVocab(req.logitBias.map(([id]) => id), 'logit_bias')
+    if (req.logprobs !== null && req.logprobs > this.opts.maxLogprobs)
+      throw new RequestError(
+        400,
+        `Requested sample logprobs of ${req.logprobs}, which is greater than max allowed: ${this.opts.maxLogprobs}`,
+        'top_logprobs',
+      )
+    if (req.promptLogprobs !== null && req.promptLogprobs > this.opts.maxLogprobs)
+      throw new RequestError(
+        400,
+        `Requested prompt logprobs of ${req.promptLogprobs}, which is greater than max allowed: ${this.opts.maxLogprobs}`,
+        'prompt_logprobs',
+      )
+    if (req.logitBias)
+      outOfVocab(
+        req.logitBias.map(([id]) => id),
+        'logit_bias',
+      )
     outOfVocab(req.stopTokenIds, 'stop_token_ids')
     if (req.allowedTokenIds) {
-      if (req.allowedTokenIds.some((i) => i >= V)) throw new RequestError(400, 'allowed_token_ids contains out-of-vocab token id!', 'allowed_token_ids')
+      if (req.allowedTokenIds.some((i) => i >= V))
+        throw new RequestError(400, 'allowed_token_ids contains out-of-vocab token id!', 'allowed_token_ids')
     }
     let promptIds = this.promptIds(req)
     const L = this.model.maxPositions
     if (req.truncatePromptTokens !== null) {
-      if (req.truncatePromptTokens > L) throw new RequestError(400, 'truncate_prompt_tokens value is greater than max_model_len. Please, select a smaller truncation size.', 'truncate_prompt_tokens')
+      if (req.truncatePromptTokens > L)
+        throw new RequestError(
+          400,
+          'truncate_prompt_tokens value is greater than max_model_len. Please, select a smaller truncation size.',
+          'truncate_prompt_tokens',
+        )
       const keep = req.truncatePromptTokens === -1 ? L - 1 : req.truncatePromptTokens
       if (promptIds.length > keep) promptIds = promptIds.slice(promptIds.length - keep)
     }
     const P = promptIds.length
-    if (P >= L) throw new RequestError(400, `This model's maximum context length is ${L} tokens. However, your request has ${P} input tokens. Please reduce the length of the input messages.`, 'input_tokens')
+    if (P >= L)
+      throw new RequestError(
+        400,
+        `This model's maximum context length is ${L} tokens. However, your request has ${P} input tokens. Please reduce the length of the input messages.`,
+        'input_tokens',
+      )
     if (req.maxTokens !== null && P + req.maxTokens > L) {
-      throw new RequestError(400, `This model's maximum context length is ${L} tokens. However, you requested ${req.maxTokens} output tokens and your prompt contains ${P} input tokens, for a total of ${P + req.maxTokens} tokens. Please reduce the length of the input prompt or the number of requested output tokens.`, 'max_tokens')
+      throw new RequestError(
+        400,
+        `This model's maximum context length is ${L} tokens. However, you requested ${req.maxTokens} output tokens and your prompt contains ${P} input tokens, for a total of ${P + req.maxTokens} tokens. Please reduce the length of the input prompt or the number of requested output tokens.`,
+        'max_tokens',
+      )
     }
     const maxTokens = Math.min(L - P, req.maxTokens ?? this.defaults.max_new_tokens ?? L - P)
-    if (req.minTokens > maxTokens) throw new RequestError(400, `min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${req.minTokens}.`, 'min_tokens')
+    if (req.minTokens > maxTokens)
+      throw new RequestError(400, `min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${req.minTokens}.`, 'min_tokens')
     const reserved = req.n * (P + maxTokens)
-    if (reserved > this.opts.kvTokens) throw new RequestError(400, `This request needs ${reserved} KV-cache positions (${req.n} × (${P} prompt + ${maxTokens} output)), more than the ${this.opts.kvTokens} the server holds. Lower n or max_tokens.`, 'max_tokens')
+    if (reserved > this.opts.kvTokens)
+      throw new RequestError(
+        400,
+        `This request needs ${reserved} KV-cache positions (${req.n} × (${P} prompt + ${maxTokens} output)), more than the ${this.opts.kvTokens} the server holds. Lower n or max_tokens.`,
+        'max_tokens',
+      )
     const temperature = req.temperature ?? this.defaults.temperature ?? 1
     const greedy = temperature < GREEDY_BELOW
     if (greedy && req.n > 1) throw new RequestError(400, `n must be 1 when using greedy sampling, got ${req.n}.`, 'n')
@@ -203,11 +261,37 @@ export class Engine {
         promptIds,
         new Rng(seedBase + BigInt(i)),
       )
-      choices.push({ index: i, sampler, cache: this.model.newCache(), pos: 0, output: [], text: '', sentChars: 0, sentIds: 0, pendingLogprobs: [], finished: false, firstAt: 0, lastAt: 0, gaps: 0 })
+      choices.push({
+        index: i,
+        sampler,
+        cache: this.model.newCache(),
+        pos: 0,
+        output: [],
+        text: '',
+        sentChars: 0,
+        sentIds: 0,
+        pendingLogprobs: [],
+        finished: false,
+        firstAt: 0,
+        lastAt: 0,
+        gaps: 0,
+      })
     }
     const holdBack = req.stream && req.stop.length && !req.includeStopStrInOutput ? Math.max(...req.stop.map((s) => s.length)) - 1 : 0
     const promptLogprobs = req.promptLogprobs === null ? null : new Array(promptIds.length).fill(null)
-    return { req, promptIds, maxTokens, choices, arrived: now(), started: 0, prefillDone: 0, reserved, holdBack, cancelled: false, promptLogprobs }
+    return {
+      req,
+      promptIds,
+      maxTokens,
+      choices,
+      arrived: now(),
+      started: 0,
+      prefillDone: 0,
+      reserved,
+      holdBack,
+      cancelled: false,
+      promptLogprobs,
+    }
   }
 
   /** bad_words as token sequences: each word as given and with a leading space (kept when it differs), as vLLM does. */
@@ -292,7 +376,14 @@ export class Engine {
           if (c.index > 0 || budget <= 0) continue
           const n = Math.min(budget, P - c.pos)
           budget -= n
-          steps.push({ choice: c, active: a, tokens: a.promptIds.slice(c.pos, c.pos + n), from: c.pos, samples: c.pos + n === P, all: a.promptLogprobs !== null })
+          steps.push({
+            choice: c,
+            active: a,
+            tokens: a.promptIds.slice(c.pos, c.pos + n),
+            from: c.pos,
+            samples: c.pos + n === P,
+            all: a.promptLogprobs !== null,
+          })
           c.pos += n
         } else steps.push({ choice: c, active: a, tokens: [c.output[c.output.length - 1]!], from: c.pos, samples: true, all: false })
       }
@@ -404,12 +495,30 @@ export class Engine {
     if (finish !== null) {
       c.finished = true
       const piece = r.stream ? text.slice(c.sentChars) : text
-      this.emit({ type: 'finish', id: r.id, choice: c.index, text: piece, tokenIds: r.stream ? c.output.slice(c.sentIds) : c.output, logprobs: s.logprob !== undefined ? this.takeLogprobs(c, r.stream) : null, completionTokens: c.output.length, finishReason: finish, stopReason })
+      this.emit({
+        type: 'finish',
+        id: r.id,
+        choice: c.index,
+        text: piece,
+        tokenIds: r.stream ? c.output.slice(c.sentIds) : c.output,
+        logprobs: s.logprob !== undefined ? this.takeLogprobs(c, r.stream) : null,
+        completionTokens: c.output.length,
+        finishReason: finish,
+        stopReason,
+      })
       return
     }
     if (!r.stream) return
     const visible = Math.max(c.sentChars, text.length - a.holdBack)
-    this.emit({ type: 'delta', id: r.id, choice: c.index, text: text.slice(c.sentChars, visible), tokenIds: c.output.slice(c.sentIds), logprobs: s.logprob !== undefined ? this.takeLogprobs(c, true) : null, completionTokens: c.output.length })
+    this.emit({
+      type: 'delta',
+      id: r.id,
+      choice: c.index,
+      text: text.slice(c.sentChars, visible),
+      tokenIds: c.output.slice(c.sentIds),
+      logprobs: s.logprob !== undefined ? this.takeLogprobs(c, true) : null,
+      completionTokens: c.output.length,
+    })
     c.sentChars = visible
     c.sentIds = c.output.length
   }

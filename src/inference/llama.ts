@@ -136,7 +136,10 @@ export class LlamaModel {
   private readonly invFreq: tf.Tensor1D
   private readonly ropeScale: number
 
-  private constructor(readonly config: LlamaConfig, w: Map<string, Tensor>) {
+  private constructor(
+    readonly config: LlamaConfig,
+    w: Map<string, Tensor>,
+  ) {
     const c = config
     this.heads = c.num_attention_heads
     this.kvHeads = c.num_key_value_heads ?? c.num_attention_heads
@@ -148,18 +151,23 @@ export class LlamaModel {
     const get = (name: string, shape?: number[]): Tensor => {
       const t = w.get(name)
       if (!t) throw new Error(`weight ${name} is missing`)
-      if (shape && (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i]))) throw new Error(`weight ${name} has shape [${t.shape}], expected [${shape}]`)
+      if (shape && (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])))
+        throw new Error(`weight ${name} has shape [${t.shape}], expected [${shape}]`)
       return t
     }
     const vec = (name: string, n: number) => tf.tensor1d(get(name, [n]).data)
     const opt = (name: string, n: number) => (w.has(name) ? vec(name, n) : null)
     // HF linear weights are [out, in]; transposed once here.
-    const lin = (name: string, out: number, inp: number) => tf.tidy(() => tf.tensor2d(get(name, [out, inp]).data, [out, inp]).transpose<tf.Tensor2D>())
+    const lin = (name: string, out: number, inp: number) =>
+      tf.tidy(() => tf.tensor2d(get(name, [out, inp]).data, [out, inp]).transpose<tf.Tensor2D>())
     const H = c.hidden_size
     const q = this.heads * this.headDim
     const kv = this.kvHeads * this.headDim
     this.embed = tf.tensor2d(get('model.embed_tokens.weight', [c.vocab_size, H]).data, [c.vocab_size, H])
-    this.head = w.has('lm_head.weight') && !c.tie_word_embeddings ? lin('lm_head.weight', c.vocab_size, H) : tf.tidy(() => this.embed.transpose<tf.Tensor2D>())
+    this.head =
+      w.has('lm_head.weight') && !c.tie_word_embeddings
+        ? lin('lm_head.weight', c.vocab_size, H)
+        : tf.tidy(() => this.embed.transpose<tf.Tensor2D>())
     this.norm = vec('model.norm.weight', H)
     this.layers = []
     for (let l = 0; l < c.num_hidden_layers; l++) {
@@ -174,10 +182,25 @@ export class LlamaModel {
       this.layers.push({
         inNorm: vec(`${p}.input_layernorm.weight`, H),
         postNorm: vec(`${p}.post_attention_layernorm.weight`, H),
-        wqkv: side([lin(`${p}.self_attn.q_proj.weight`, q, H), lin(`${p}.self_attn.k_proj.weight`, kv, H), lin(`${p}.self_attn.v_proj.weight`, kv, H)], 1) as tf.Tensor2D,
-        bqkv: biases.some((b) => b) ? (side(biases.map((b, i) => b ?? tf.zeros([sizes[i]!])), 0) as tf.Tensor1D) : null,
+        wqkv: side(
+          [
+            lin(`${p}.self_attn.q_proj.weight`, q, H),
+            lin(`${p}.self_attn.k_proj.weight`, kv, H),
+            lin(`${p}.self_attn.v_proj.weight`, kv, H),
+          ],
+          1,
+        ) as tf.Tensor2D,
+        bqkv: biases.some((b) => b)
+          ? (side(
+              biases.map((b, i) => b ?? tf.zeros([sizes[i]!])),
+              0,
+            ) as tf.Tensor1D)
+          : null,
         wo: lin(`${p}.self_attn.o_proj.weight`, H, q),
-        gateUp: side([lin(`${p}.mlp.gate_proj.weight`, c.intermediate_size, H), lin(`${p}.mlp.up_proj.weight`, c.intermediate_size, H)], 1) as tf.Tensor2D,
+        gateUp: side(
+          [lin(`${p}.mlp.gate_proj.weight`, c.intermediate_size, H), lin(`${p}.mlp.up_proj.weight`, c.intermediate_size, H)],
+          1,
+        ) as tf.Tensor2D,
         down: lin(`${p}.mlp.down_proj.weight`, H, c.intermediate_size),
       })
     }
@@ -219,7 +242,8 @@ export class LlamaModel {
     const ids: number[] = []
     const positions: number[] = []
     for (const s of steps) {
-      if (s.cache.length + s.tokens.length > this.maxPositions) throw new Error(`a sequence of ${s.cache.length + s.tokens.length} positions is past the model's ${this.maxPositions}`)
+      if (s.cache.length + s.tokens.length > this.maxPositions)
+        throw new Error(`a sequence of ${s.cache.length + s.tokens.length} positions is past the model's ${this.maxPositions}`)
       s.tokens.forEach((t, i) => {
         ids.push(t)
         positions.push(s.cache.length + i)
@@ -236,7 +260,11 @@ export class LlamaModel {
       const kept: tf.Tensor[] = []
       for (const [l, L] of this.layers.entries()) {
         const h = this.rmsNorm(x, L.inNorm)
-        const qkv = (L.bqkv ? tf.add(tf.matMul(h, L.wqkv), L.bqkv) : tf.matMul(h, L.wqkv)).reshape([ids.length, this.heads + 2 * this.kvHeads, D]) as tf.Tensor3D
+        const qkv = (L.bqkv ? tf.add(tf.matMul(h, L.wqkv), L.bqkv) : tf.matMul(h, L.wqkv)).reshape([
+          ids.length,
+          this.heads + 2 * this.kvHeads,
+          D,
+        ]) as tf.Tensor3D
         // q and k heads rotate together, then part.
         const [qk, v] = tf.split(qkv, [this.heads + this.kvHeads, this.kvHeads], 1) as [tf.Tensor3D, tf.Tensor3D]
         const [q, k] = tf.split(this.rope(qk, cos, sin), [this.heads, this.kvHeads], 1) as [tf.Tensor3D, tf.Tensor3D]
@@ -291,7 +319,10 @@ export class LlamaModel {
     const g = this.heads / this.kvHeads
     const S = past + n
     // Heads of one key/value group side by side: [kvHeads, g × n, D].
-    const qg = n === 1 ? q.reshape([this.kvHeads, g, D]) : tf.transpose(q.reshape([n, this.kvHeads, g, D]), [1, 2, 0, 3]).reshape([this.kvHeads, g * n, D])
+    const qg =
+      n === 1
+        ? q.reshape([this.kvHeads, g, D])
+        : tf.transpose(q.reshape([n, this.kvHeads, g, D]), [1, 2, 0, 3]).reshape([this.kvHeads, g * n, D])
     let scores = tf.mul(tf.matMul(qg, K, false, true), 1 / Math.sqrt(D)).reshape([this.kvHeads, g, n, S])
     if (n > 1) {
       // Query i (at position past + i) sees keys up to past + i.

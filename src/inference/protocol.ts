@@ -59,8 +59,26 @@ export interface TokenLogprob {
 export type WorkerEvent =
   | { type: 'ready'; model: ModelInfo }
   | { type: 'accepted'; id: string; promptTokens: number; promptIds: number[]; queuedMs: number }
-  | { type: 'delta'; id: string; choice: number; text: string; tokenIds: number[]; logprobs: TokenLogprob[] | null; completionTokens: number }
-  | { type: 'finish'; id: string; choice: number; text: string; tokenIds: number[]; logprobs: TokenLogprob[] | null; completionTokens: number; finishReason: 'stop' | 'length' | 'abort'; stopReason: string | number | null }
+  | {
+      type: 'delta'
+      id: string
+      choice: number
+      text: string
+      tokenIds: number[]
+      logprobs: TokenLogprob[] | null
+      completionTokens: number
+    }
+  | {
+      type: 'finish'
+      id: string
+      choice: number
+      text: string
+      tokenIds: number[]
+      logprobs: TokenLogprob[] | null
+      completionTokens: number
+      finishReason: 'stop' | 'length' | 'abort'
+      stopReason: string | number | null
+    }
   | { type: 'done'; id: string; promptTokens: number; completionTokens: number; promptLogprobs: PromptLogprobs | null; timings: Timings }
   | { type: 'error'; id: string; status: number; message: string; param?: string | null }
   | { type: 'reply'; id: string; result?: unknown; error?: { status: number; message: string } }
@@ -68,7 +86,19 @@ export type WorkerEvent =
 export type WorkerCommand =
   | { type: 'generate'; req: GenerateRequest }
   | { type: 'cancel'; id: string }
-  | { type: 'tokenize'; id: string; prompt?: string; messages?: TemplateMessage[]; addSpecialTokens: boolean; addGenerationPrompt?: boolean; continueFinalMessage?: boolean; chatTemplate?: string | null; chatTemplateKwargs?: Record<string, unknown> | null; tools?: unknown[] | null; returnTokenStrs: boolean }
+  | {
+      type: 'tokenize'
+      id: string
+      prompt?: string
+      messages?: TemplateMessage[]
+      addSpecialTokens: boolean
+      addGenerationPrompt?: boolean
+      continueFinalMessage?: boolean
+      chatTemplate?: string | null
+      chatTemplateKwargs?: Record<string, unknown> | null
+      tools?: unknown[] | null
+      returnTokenStrs: boolean
+    }
   | { type: 'detokenize'; id: string; tokens: number[] }
   | { type: 'stats'; id: string }
   | { type: 'stop' }

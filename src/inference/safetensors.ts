@@ -46,7 +46,10 @@ export async function readSafetensors(file: string): Promise<Map<string, Tensor>
   if (buf.length < 8) throw new Error(`${file}: too short for a safetensors file`)
   const headerLen = Number(buf.readBigUInt64LE(0))
   if (headerLen > MAX_HEADER || 8 + headerLen > buf.length) throw new Error(`${file}: bad safetensors header length ${headerLen}`)
-  const header = JSON.parse(buf.subarray(8, 8 + headerLen).toString('utf8')) as Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>
+  const header = JSON.parse(buf.subarray(8, 8 + headerLen).toString('utf8')) as Record<
+    string,
+    { dtype: string; shape: number[]; data_offsets: [number, number] }
+  >
   const base = 8 + headerLen
   const out = new Map<string, Tensor>()
   for (const [name, t] of Object.entries(header)) {
@@ -54,7 +57,8 @@ export async function readSafetensors(file: string): Promise<Map<string, Tensor>
     if (!(t.dtype in DTYPE_BYTES)) throw new Error(`${file}: tensor ${name} has dtype ${t.dtype}; f32, f16 and bf16 are supported`)
     const [lo, hi] = t.data_offsets
     const count = t.shape.reduce((a, b) => a * b, 1)
-    if (hi - lo !== count * DTYPE_BYTES[t.dtype]! || base + hi > buf.length) throw new Error(`${file}: tensor ${name} does not fit its shape`)
+    if (hi - lo !== count * DTYPE_BYTES[t.dtype]! || base + hi > buf.length)
+      throw new Error(`${file}: tensor ${name} does not fit its shape`)
     out.set(name, { shape: t.shape, data: toFloat32(t.dtype, buf.subarray(base + lo, base + hi)) })
   }
   return out

@@ -64,10 +64,11 @@ function trainMerges(count: number, chars: string[]): [string, string][] {
   const merges: [string, string][] = []
   while (merges.length < count) {
     const pairs = new Map<string, number>()
-    for (const { parts, n } of seqs) for (let i = 0; i + 1 < parts.length; i++) {
-      const k = parts[i] + '\u0000' + parts[i + 1]
-      pairs.set(k, (pairs.get(k) ?? 0) + n)
-    }
+    for (const { parts, n } of seqs)
+      for (let i = 0; i + 1 < parts.length; i++) {
+        const k = parts[i] + '\u0000' + parts[i + 1]
+        pairs.set(k, (pairs.get(k) ?? 0) + n)
+      }
     let best: string | null = null
     let bestN = 0
     for (const [k, n] of pairs) if (n > bestN || (n === bestN && best !== null && k < best)) [best, bestN] = [k, n]
@@ -77,7 +78,7 @@ function trainMerges(count: number, chars: string[]): [string, string][] {
     seqs = seqs.map(({ parts, n }) => {
       const next: string[] = []
       for (let i = 0; i < parts.length; i++) {
-        if (i + 1 < parts.length && parts[i] === a && parts[i + 1] === b) next.push(a + b), i++
+        if (i + 1 < parts.length && parts[i] === a && parts[i + 1] === b) (next.push(a + b), i++)
         else next.push(parts[i]!)
       }
       return { parts: next, n }
@@ -151,7 +152,15 @@ export async function makeTinyModel(dir: string, o: TinyModelOptions = {}): Prom
   for (let b = 0; b < 256; b++) vocab[chars[b]!] = b
   for (const [a, b] of merges) if (!(a + b in vocab)) vocab[a + b] = Object.keys(vocab).length
   const base = Object.keys(vocab).length
-  const added = SPECIAL.map((content, i) => ({ id: base + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }))
+  const added = SPECIAL.map((content, i) => ({
+    id: base + i,
+    content,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
+  }))
   const vocabSize = base + added.length
   const id = (t: string) => added.find((a) => a.content === t)!.id
 
@@ -218,7 +227,18 @@ export async function makeTinyModel(dir: string, o: TinyModelOptions = {}): Prom
     pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true },
     post_processor: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
     decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
-    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: '', end_of_word_suffix: '', fuse_unk: false, byte_fallback: false, ignore_merges: false, vocab, merges: merges.map(([a, b]) => `${a} ${b}`) },
+    model: {
+      type: 'BPE',
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: '',
+      end_of_word_suffix: '',
+      fuse_unk: false,
+      byte_fallback: false,
+      ignore_merges: false,
+      vocab,
+      merges: merges.map(([a, b]) => `${a} ${b}`),
+    },
   }
   const tokenizerConfig = {
     add_bos_token: false,
@@ -229,7 +249,12 @@ export async function makeTinyModel(dir: string, o: TinyModelOptions = {}): Prom
     model_max_length: config.max_position_embeddings,
     clean_up_tokenization_spaces: false,
     tokenizer_class: 'PreTrainedTokenizerFast',
-    added_tokens_decoder: Object.fromEntries(added.map((a) => [String(a.id), { content: a.content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true }])),
+    added_tokens_decoder: Object.fromEntries(
+      added.map((a) => [
+        String(a.id),
+        { content: a.content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true },
+      ]),
+    ),
     chat_template: CHAT_TEMPLATE,
   }
   const generation = { eos_token_id: [eos, id('<|endoftext|>')], pad_token_id: id('<|endoftext|>') }

@@ -29,7 +29,11 @@ export class TemplateError extends Error {}
 export const NO_TEMPLATE =
   'As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one.'
 
-type TokenizerConfig = Record<string, unknown> & { chat_template?: string | { name: string; template: string }[] | null; eos_token?: unknown; bos_token?: unknown }
+type TokenizerConfig = Record<string, unknown> & {
+  chat_template?: string | { name: string; template: string }[] | null
+  eos_token?: unknown
+  bos_token?: unknown
+}
 
 /** The tokenizer of a model directory with its chat template and end-of-sequence ids. */
 export class ModelTokenizer {
@@ -69,7 +73,8 @@ export class ModelTokenizer {
     // A separate chat_template.jinja (newer model repositories) wins over nothing.
     if (template === null) template = await fs.readFile(path.join(dir, 'chat_template.jinja'), 'utf8').catch(() => null)
     const eos = new Set(generationEos)
-    const eosToken = typeof config.eos_token === 'string' ? config.eos_token : (config.eos_token as { content?: string } | undefined)?.content
+    const eosToken =
+      typeof config.eos_token === 'string' ? config.eos_token : (config.eos_token as { content?: string } | undefined)?.content
     if (eosToken) {
       const id = tok.token_to_id(eosToken)
       if (id !== undefined) eos.add(id)

@@ -63,7 +63,8 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
   const cfg = await readJson<LlamaConfig | null>(path.join(dir, 'config.json'), null)
   if (!cfg) throw new Error(`${dir}: no config.json`)
   const arch = cfg.architectures?.[0] ?? cfg.model_type ?? 'unknown'
-  if (!/^(Llama|Mistral|Qwen2)ForCausalLM$/.test(arch)) throw new Error(`${dir}: architecture ${arch} is not supported (Llama, Mistral and Qwen2 are)`)
+  if (!/^(Llama|Mistral|Qwen2)ForCausalLM$/.test(arch))
+    throw new Error(`${dir}: architecture ${arch} is not supported (Llama, Mistral and Qwen2 are)`)
   const gen = await readJson<GenerationDefaults & { eos_token_id?: number | number[] }>(path.join(dir, 'generation_config.json'), {})
   const eos = [gen.eos_token_id ?? [], (cfg as { eos_token_id?: number | number[] }).eos_token_id ?? []].flat()
   const weights = await readModelWeights(dir)
@@ -73,7 +74,15 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
   weights.clear()
   const tok = await ModelTokenizer.load(dir, cfg.vocab_size, eos)
   const engine = new Engine(model, tok, gen, config.engine, emit)
-  const info: ModelInfo = { name: config.servedName, root: dir, maxModelLen: model.maxPositions, vocabSize: cfg.vocab_size, backend, architecture: arch, parameters }
+  const info: ModelInfo = {
+    name: config.servedName,
+    root: dir,
+    maxModelLen: model.maxPositions,
+    vocabSize: cfg.vocab_size,
+    backend,
+    architecture: arch,
+    parameters,
+  }
   port.on('message', (m: WorkerCommand) => {
     switch (m.type) {
       case 'generate':
@@ -85,7 +94,16 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
       case 'tokenize':
         try {
           const ids = m.messages
-            ? engine.promptIds({ messages: m.messages, addGenerationPrompt: m.addGenerationPrompt ?? true, continueFinalMessage: m.continueFinalMessage ?? false, addSpecialTokens: m.addSpecialTokens, tools: m.tools ?? null, documents: null, chatTemplate: m.chatTemplate ?? null, chatTemplateKwargs: m.chatTemplateKwargs ?? null })
+            ? engine.promptIds({
+                messages: m.messages,
+                addGenerationPrompt: m.addGenerationPrompt ?? true,
+                continueFinalMessage: m.continueFinalMessage ?? false,
+                addSpecialTokens: m.addSpecialTokens,
+                tools: m.tools ?? null,
+                documents: null,
+                chatTemplate: m.chatTemplate ?? null,
+                chatTemplateKwargs: m.chatTemplateKwargs ?? null,
+              })
             : tok.encode(m.prompt ?? '', m.addSpecialTokens)
           emit({ type: 'reply', id: m.id, result: { ids, strs: m.returnTokenStrs ? ids.map((i) => tok.tokenString(i) ?? '') : null } })
         } catch (e) {
@@ -93,7 +111,12 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
         }
         break
       case 'detokenize':
-        if (m.tokens.some((t) => t >= cfg.vocab_size)) emit({ type: 'reply', id: m.id, error: { status: 400, message: `token id out of range: the vocabulary has ${cfg.vocab_size} tokens` } })
+        if (m.tokens.some((t) => t >= cfg.vocab_size))
+          emit({
+            type: 'reply',
+            id: m.id,
+            error: { status: 400, message: `token id out of range: the vocabulary has ${cfg.vocab_size} tokens` },
+          })
         else emit({ type: 'reply', id: m.id, result: tok.decode(m.tokens, false) })
         break
       case 'stats':

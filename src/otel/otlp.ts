@@ -30,7 +30,13 @@ const DESCRIPTOR = {
         status: { type: 'Status', id: 15 },
       },
     },
-    Event: { fields: { timeUnixNano: { type: 'fixed64', id: 1 }, name: { type: 'string', id: 2 }, attributes: { rule: 'repeated', type: 'KeyValue', id: 3 } } },
+    Event: {
+      fields: {
+        timeUnixNano: { type: 'fixed64', id: 1 },
+        name: { type: 'string', id: 2 },
+        attributes: { rule: 'repeated', type: 'KeyValue', id: 3 },
+      },
+    },
     Status: { fields: { message: { type: 'string', id: 2 }, code: { type: 'int32', id: 3 } } },
     KeyValue: { fields: { key: { type: 'string', id: 1 }, value: { type: 'AnyValue', id: 2 } } },
     AnyValue: {
@@ -83,7 +89,10 @@ interface Span {
   status?: { message?: string; code?: number | string }
 }
 export interface ExportRequest {
-  resourceSpans?: { resource?: { attributes?: KeyValue[] }; scopeSpans?: { scope?: { name?: string; version?: string }; spans?: Span[] }[] }[]
+  resourceSpans?: {
+    resource?: { attributes?: KeyValue[] }
+    scopeSpans?: { scope?: { name?: string; version?: string }; spans?: Span[] }[]
+  }[]
 }
 
 export function decodeProtobuf(buf: Uint8Array): ExportRequest {
@@ -166,7 +175,8 @@ function maybeJson(v: unknown): unknown {
   }
 }
 
-const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : typeof v === 'string' && v !== '' && !Number.isNaN(Number(v)) ? Number(v) : undefined)
+const num = (v: unknown): number | undefined =>
+  typeof v === 'number' ? v : typeof v === 'string' && v !== '' && !Number.isNaN(Number(v)) ? Number(v) : undefined
 
 /** Inputs, output and usage from the GenAI, OpenInference and OpenLLMetry conventions. */
 function semantics(a: Record<string, unknown>) {
@@ -184,7 +194,16 @@ function semantics(a: Record<string, unknown>) {
   let usage: Record<string, unknown> | undefined
   if (total !== undefined) {
     const model = String(a['gen_ai.response.model'] ?? a['gen_ai.request.model'] ?? a['llm.model_name'] ?? 'usage')
-    usage = { [model]: { input_tokens: input ?? 0, output_tokens: out ?? 0, prompt_tokens: input ?? 0, completion_tokens: out ?? 0, total_tokens: total, requests: 1 } }
+    usage = {
+      [model]: {
+        input_tokens: input ?? 0,
+        output_tokens: out ?? 0,
+        prompt_tokens: input ?? 0,
+        completion_tokens: out ?? 0,
+        total_tokens: total,
+        requests: 1,
+      },
+    }
   }
   return { inputs, output, usage }
 }
@@ -215,7 +234,12 @@ export interface SpanConversion {
  * `wandb.entity` + `wandb.project` attributes, else the `project-id` header. A span that cannot be
  * stored is counted as rejected with its reason; the rest go in.
  */
-export function spansToParts(req: ExportRequest, headerProject: string, userId: string, mayWrite: (project: string) => boolean): SpanConversion {
+export function spansToParts(
+  req: ExportRequest,
+  headerProject: string,
+  userId: string,
+  mayWrite: (project: string) => boolean,
+): SpanConversion {
   const out: SpanConversion = { parts: [], accepted: 0, rejected: 0, errors: [] }
   const reject = (why: string) => {
     out.rejected++
@@ -230,7 +254,9 @@ export function spansToParts(req: ExportRequest, headerProject: string, userId: 
       for (const span of ss.spans ?? []) {
         const name = span.name || '(unnamed span)'
         if (!/^[^/\s]+\/[^/\s]+$/.test(project)) {
-          reject(`span ${JSON.stringify(name)}: no project (set resource attributes wandb.entity and wandb.project, or a project-id header)`)
+          reject(
+            `span ${JSON.stringify(name)}: no project (set resource attributes wandb.entity and wandb.project, or a project-id header)`,
+          )
           continue
         }
         if (!mayWrite(project)) {
@@ -264,7 +290,11 @@ export function spansToParts(req: ExportRequest, headerProject: string, userId: 
           resource: { attributes: resource },
           scope: ss.scope ?? {},
           status: span.status ?? {},
-          events: (span.events ?? []).map((e) => ({ name: e.name, time_unix_nano: String(e.timeUnixNano ?? ''), attributes: kvs(e.attributes) })),
+          events: (span.events ?? []).map((e) => ({
+            name: e.name,
+            time_unix_nano: String(e.timeUnixNano ?? ''),
+            attributes: kvs(e.attributes),
+          })),
         }
         const attributes = { ...nest(attrs), otel_span: otelSpan }
         const displayName = typeof attrs['wandb.display_name'] === 'string' ? (attrs['wandb.display_name'] as string) : null

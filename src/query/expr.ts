@@ -79,7 +79,8 @@ function jsonPath(segments: string[]): string {
 
 /** A field reference (`$getField` and sort keys) as SQL. */
 export function fieldSql(field: string, params: Params): Compiled {
-  if (typeof field !== 'string' || field.length === 0 || field.length > 512) throw new ApiError(400, 'Field names must be non-empty strings of at most 512 characters')
+  if (typeof field !== 'string' || field.length === 0 || field.length > 512)
+    throw new ApiError(400, 'Field names must be non-empty strings of at most 512 characters')
   const col = CALL_COLUMNS[field]
   if (col) return { sql: col.sql, type: col.type }
   const derived = DERIVED[field]
@@ -102,9 +103,11 @@ class Compiler {
   operation(op: unknown, depth: number): Compiled {
     if (++this.nodes > MAX_NODES) throw new ApiError(400, `Query has more than ${MAX_NODES} nodes`)
     if (depth > MAX_DEPTH) throw new ApiError(400, `Query is nested deeper than ${MAX_DEPTH} levels`)
-    if (op === null || typeof op !== 'object' || Array.isArray(op)) throw new ApiError(400, 'Each query operand must be an object such as {"$literal": ...}')
+    if (op === null || typeof op !== 'object' || Array.isArray(op))
+      throw new ApiError(400, 'Each query operand must be an object such as {"$literal": ...}')
     const keys = Object.keys(op)
-    if (keys.length !== 1) throw new ApiError(400, `Each query operand must have exactly one operator, got ${JSON.stringify(keys.slice(0, 5))}`)
+    if (keys.length !== 1)
+      throw new ApiError(400, `Each query operand must have exactly one operator, got ${JSON.stringify(keys.slice(0, 5))}`)
     const name = keys[0]!
     const arg = (op as Record<string, unknown>)[name]
     const d = depth + 1
@@ -135,7 +138,8 @@ class Compiler {
       case '$lte':
         return this.compare(name, arg, d)
       case '$in': {
-        if (!Array.isArray(arg) || arg.length !== 2 || !Array.isArray(arg[1])) throw new ApiError(400, '$in takes [operand, [operand, ...]]')
+        if (!Array.isArray(arg) || arg.length !== 2 || !Array.isArray(arg[1]))
+          throw new ApiError(400, '$in takes [operand, [operand, ...]]')
         const left = this.operation(arg[0], d)
         if ((arg[1] as unknown[]).length === 0) return { sql: 'false', type: 'bool' }
         const items = (arg[1] as unknown[]).map((x) => this.coerceFor(left, this.operation(x, d)))
@@ -143,7 +147,8 @@ class Compiler {
       }
       case '$contains': {
         const a = arg as { input?: unknown; substr?: unknown; case_insensitive?: unknown }
-        if (!a || typeof a !== 'object' || a.input === undefined || a.substr === undefined) throw new ApiError(400, '$contains takes {input, substr, case_insensitive?}')
+        if (!a || typeof a !== 'object' || a.input === undefined || a.substr === undefined)
+          throw new ApiError(400, '$contains takes {input, substr, case_insensitive?}')
         const input = this.operation(a.input, d)
         const substr = this.operation(a.substr, d)
         const ci = a.case_insensitive === true
@@ -207,7 +212,10 @@ class Compiler {
       (left.type === 'string' && (right.type === 'number' || right.type === 'bool')) ||
       ((left.type === 'number' || left.type === 'bool') && right.type === 'string')
     if (clash) {
-      throw new ApiError(400, `Cannot compare a ${left.type} with a ${right.type}: JSON fields are strings; wrap the field in {"$convert": {"input": ..., "to": "double"}}`)
+      throw new ApiError(
+        400,
+        `Cannot compare a ${left.type} with a ${right.type}: JSON fields are strings; wrap the field in {"$convert": {"input": ..., "to": "double"}}`,
+      )
     }
     return right.sql
   }

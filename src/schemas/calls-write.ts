@@ -48,10 +48,10 @@ export const CallEndReqSchema = Type.Object({ end: EndedCallSchema }, { addition
 /** Items are checked one by one in the handler: a bad item is reported in place, never the batch. */
 export const CallCreateBatchReqSchema = Type.Object(
   {
-    batch: Type.Array(
-      Type.Object({ mode: Type.Optional(Type.String()), req: Type.Record(Type.String(), Type.Unknown()) }),
-      { maxItems: 10_000, description: 'start/end items, applied in order' },
-    ),
+    batch: Type.Array(Type.Object({ mode: Type.Optional(Type.String()), req: Type.Record(Type.String(), Type.Unknown()) }), {
+      maxItems: 10_000,
+      description: 'start/end items, applied in order',
+    }),
   },
   { additionalProperties: false },
 )

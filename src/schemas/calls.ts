@@ -22,10 +22,17 @@ const metricSpec = <M extends typeof USAGE_METRICS | typeof CALL_METRICS>(metric
   Type.Object({
     metric: StringEnum(metrics, { description: what }),
     aggregations: Type.Optional(
-      Type.Array(AggregationSchema, { default: ['sum'], description: 'Aggregations to apply; `[sum]` when this and percentiles are both empty' }),
+      Type.Array(AggregationSchema, {
+        default: ['sum'],
+        description: 'Aggregations to apply; `[sum]` when this and percentiles are both empty',
+      }),
     ),
     percentiles: Type.Optional(
-      Type.Array(Type.Number(), { default: [], maxItems: 32, description: 'Percentiles (0-100) to compute, e.g. [50, 95, 99]; others answer 400' }),
+      Type.Array(Type.Number(), {
+        default: [],
+        maxItems: 32,
+        description: 'Percentiles (0-100) to compute, e.g. [50, 95, 99]; others answer 400',
+      }),
     ),
   })
 
@@ -43,7 +50,8 @@ export const CallStatsReqSchema = Type.Object(
     end: Type.Optional(Nullable(timestampIn(), { description: 'Exclusive end, ISO 8601; defaults to now' })),
     granularity: Type.Optional(
       Nullable(Type.Integer({ minimum: 1 }), {
-        description: 'Bucket size in seconds; auto-selected from the range when omitted, enlarged if it would give more than 10,000 buckets',
+        description:
+          'Bucket size in seconds; auto-selected from the range when omitted, enlarged if it would give more than 10,000 buckets',
       }),
     ),
     usage_metrics: Type.Optional(
@@ -54,7 +62,12 @@ export const CallStatsReqSchema = Type.Object(
     ),
     filter: Type.Optional(Nullable(CallFilterSchema)),
     timezone: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 64, default: 'UTC', description: 'IANA timezone for bucket alignment, e.g. `America/New_York`' }),
+      Type.String({
+        minLength: 1,
+        maxLength: 64,
+        default: 'UTC',
+        description: 'IANA timezone for bucket alignment, e.g. `America/New_York`',
+      }),
     ),
   },
   { additionalProperties: false, description: 'Aggregated call statistics over a time range' },
@@ -70,7 +83,10 @@ export const UsageBucketSchema = Type.Object(
     model: Type.String(),
     count: Type.Integer({ description: 'Number of (call, model) pairs aggregated' }),
   },
-  { additionalProperties: metricColumns, description: "One bucket per (timestamp, model) with the requested aggregates, e.g. 'sum_input_tokens'" },
+  {
+    additionalProperties: metricColumns,
+    description: "One bucket per (timestamp, model) with the requested aggregates, e.g. 'sum_input_tokens'",
+  },
 )
 export type UsageBucket = Static<typeof UsageBucketSchema>
 
@@ -88,7 +104,9 @@ export const CallStatsResSchema = Type.Object({
   end: timestamp({ description: 'Resolved end (UTC)' }),
   granularity: Type.Integer({ description: 'Bucket size used, in seconds' }),
   timezone: Type.String({ description: 'Timezone used for bucket alignment' }),
-  usage_buckets: Type.Array(UsageBucketSchema, { description: 'Every bucket of the range times every model seen, ordered by (timestamp, model)' }),
+  usage_buckets: Type.Array(UsageBucketSchema, {
+    description: 'Every bucket of the range times every model seen, ordered by (timestamp, model)',
+  }),
   call_buckets: Type.Array(CallBucketSchema, { description: 'Every bucket of the range, ordered by timestamp' }),
 })
 export type CallStatsRes = Static<typeof CallStatsResSchema>
@@ -142,7 +160,10 @@ export type CallsQueryStatsRes = Static<typeof CallsQueryStatsResSchema>
 export const CallsUsageReqSchema = Type.Object(
   {
     project_id: ProjectIdSchema,
-    call_ids: Type.Array(Type.String({ maxLength: 128 }), { maxItems: 1000, description: 'Root call ids; each result key corresponds to one of them' }),
+    call_ids: Type.Array(Type.String({ maxLength: 128 }), {
+      maxItems: 1000,
+      description: 'Root call ids; each result key corresponds to one of them',
+    }),
     include_costs: Type.Optional(Type.Boolean({ default: false, description: 'Add cost calculations' })),
     // limit < 1 answers 400 (upstream's InvalidRequest), checked by the handler.
     limit: Type.Optional(

@@ -150,7 +150,8 @@ export const ChatCompletionReqSchema = Type.Object(
   {
     messages: Type.Array(ChatMessageSchema, {
       minItems: 1,
-      description: 'The conversation. Developer messages are followed regardless of user messages and replace system messages for newer reasoning models',
+      description:
+        'The conversation. Developer messages are followed regardless of user messages and replace system messages for newer reasoning models',
     }),
     model: optNull(Type.String({ description: 'Served model name; null or empty: the default model' })),
     frequency_penalty: optNull(Type.Number({ minimum: -2, maximum: 2 }), { description: 'Default 0' }),
@@ -197,13 +198,13 @@ export const ChatCompletionReqSchema = Type.Object(
     min_tokens: opt(Type.Integer({ minimum: 0, default: 0, description: 'End-of-sequence and stop tokens are masked until reached' })),
     skip_special_tokens: opt(Type.Boolean({ default: true })),
     spaces_between_special_tokens: opt(Type.Boolean({ default: true })),
-    truncate_prompt_tokens: optNull(Type.Integer({ minimum: -1 }), { description: 'Keep only the last N prompt tokens; -1: as many as fit' }),
+    truncate_prompt_tokens: optNull(Type.Integer({ minimum: -1 }), {
+      description: 'Keep only the last N prompt tokens; -1: as many as fit',
+    }),
     prompt_logprobs: optNull(Type.Integer({ minimum: 0 }), { description: 'Log probabilities of the prompt tokens; not with stream' }),
     allowed_token_ids: optNull(tokenIds({ minItems: 1, description: 'Only these tokens may be sampled' })),
     bad_words: opt(Type.Array(Type.String({ minLength: 1 }), { default: [], description: 'Words that must not be generated' })),
-    echo: opt(
-      Type.Boolean({ default: false, description: 'Prepend the last message to the reply when both have the same role' }),
-    ),
+    echo: opt(Type.Boolean({ default: false, description: 'Prepend the last message to the reply when both have the same role' })),
     add_generation_prompt: opt(Type.Boolean({ default: true, description: 'Add the generation prompt of the chat template' })),
     continue_final_message: opt(
       Type.Boolean({
@@ -213,7 +214,9 @@ export const ChatCompletionReqSchema = Type.Object(
     ),
     add_special_tokens: opt(Type.Boolean({ default: false, description: 'Add special tokens on top of those the template adds' })),
     documents: optNull(
-      Type.Array(Type.Record(Type.String(), Type.String()), { description: 'Documents for retrieval-augmented templates, with `title` and `text`' }),
+      Type.Array(Type.Record(Type.String(), Type.String()), {
+        description: 'Documents for retrieval-augmented templates, with `title` and `text`',
+      }),
     ),
     chat_template: optNull(Type.String({ description: 'Template; required when the model defines none' })),
     chat_template_kwargs: optNull(anyObject({ description: 'Extra variables for the template' })),
@@ -272,7 +275,9 @@ export const ChoiceSchema = Type.Object({
   message: ResponseMessageSchema,
   logprobs: Nullable(Type.Object({ content: Nullable(Type.Array(TokenLogprobSchema)) })),
   finish_reason: Nullable(Type.String({ description: '`stop`, `length`, `tool_calls`, `abort`' })),
-  stop_reason: optNull(Type.Union([Type.Integer(), Type.String()]), { description: 'The stop token id or stop string that ended the choice' }),
+  stop_reason: optNull(Type.Union([Type.Integer(), Type.String()]), {
+    description: 'The stop token id or stop string that ended the choice',
+  }),
   token_ids: optNull(Type.Array(Type.Integer())),
 })
 export type Choice = Static<typeof ChoiceSchema>

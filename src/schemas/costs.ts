@@ -20,7 +20,10 @@ export const CostCreateInputSchema = Type.Object({
 export const CostCreateReqSchema = Type.Object(
   {
     project_id: ProjectIdSchema,
-    costs: Type.Record(Type.String({ minLength: 1, maxLength: 256 }), CostCreateInputSchema, { maxProperties: 1000, description: 'Model id → price' }),
+    costs: Type.Record(Type.String({ minLength: 1, maxLength: 256 }), CostCreateInputSchema, {
+      maxProperties: 1000,
+      description: 'Model id → price',
+    }),
     wb_user_id: Type.Optional(Nullable(Type.String(), { description: 'Set by the server from the API key' })),
   },
   { additionalProperties: false },

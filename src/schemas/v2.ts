@@ -48,7 +48,10 @@ export type EvaluationDeleteQuery = Static<typeof EvaluationDeleteQuerySchema>
 
 /** DELETE /v2/{entity}/{project}/predictions?prediction_ids=a&prediction_ids=b */
 export const PredictionsDeleteQuerySchema = Type.Object({
-  prediction_ids: Type.Array(Type.String({ minLength: 1 }), { minItems: 1, description: 'Prediction ids to delete (repeat the parameter)' }),
+  prediction_ids: Type.Array(Type.String({ minLength: 1 }), {
+    minItems: 1,
+    description: 'Prediction ids to delete (repeat the parameter)',
+  }),
 })
 export type PredictionsDeleteQuery = Static<typeof PredictionsDeleteQuerySchema>
 

@@ -26,7 +26,10 @@ export async function attachAnalytics(store: CallStore, catalog: Catalog, extraP
  * Opens a data directory for in-process analytics, without HTTP: the calls store, its statistics,
  * usage rollups and prices. `ready` resolves once the rollups are built (statistics scan before).
  */
-export async function openAnalytics(dataDir: string, options: StoreOptions & { prices?: string } = {}): Promise<Analytics & { ready: () => Promise<void>; close: () => Promise<void> }> {
+export async function openAnalytics(
+  dataDir: string,
+  options: StoreOptions & { prices?: string } = {},
+): Promise<Analytics & { ready: () => Promise<void>; close: () => Promise<void> }> {
   const catalog = await Catalog.open(dataDir)
   const store = await CallStore.open(dataDir, options)
   const a = await attachAnalytics(store, catalog, options.prices)

@@ -5,7 +5,19 @@ import { checkFilterList, opNamesSql, type CallFilter, type CallStore } from '..
 import { priceSpans, type PriceSpan, type Prices } from '../catalog/prices.js'
 import { MAX_RANGE_MS, bucketStarts, checkTimezone, chooseGranularity } from './buckets.js'
 import { columnsOf, emptyValue, type CallMetric, type Column, type MetricSpec, type UsageMetric } from './metrics.js'
-import { TOKEN_METRICS, TOKEN_NAMES, shaped, slotMs, storedAs, tableName, timeDim, type Rollups, type Table, type Tier, type TokenMetric } from './rollups.js'
+import {
+  TOKEN_METRICS,
+  TOKEN_NAMES,
+  shaped,
+  slotMs,
+  storedAs,
+  tableName,
+  timeDim,
+  type Rollups,
+  type Table,
+  type Tier,
+  type TokenMetric,
+} from './rollups.js'
 import { binSql, percentile, percentileOfFlags } from './sketch.js'
 
 const HOUR = 3_600_000
@@ -93,7 +105,10 @@ function dimFilter(f: CallFilter | null | undefined, params: Params): { conds: s
   if (f.op_names) conds.push(opNamesSql(f.op_names, params))
   if (f.trace_roots_only) conds.push('is_root')
   let tier: Tier = f.op_names ? 'op' : 'project'
-  for (const [col, a, b] of [['user_id', f.svc_user_ids, f.wb_user_ids], ['run_id', f.svc_run_ids, f.wb_run_ids]] as const) {
+  for (const [col, a, b] of [
+    ['user_id', f.svc_user_ids, f.wb_user_ids],
+    ['run_id', f.svc_run_ids, f.wb_run_ids],
+  ] as const) {
     if (!a && !b) continue
     tier = 'user'
     const l = [...new Set([...(a ?? []), ...(b ?? [])])]
@@ -137,7 +152,9 @@ export class CallStats {
     const starts = bucketStarts(start, end, granularity, tz)
     const callCols = columnsOf(req.call_metrics)
     const usageCols = columnsOf(req.usage_metrics)
-    const spans = usageCols.some((c) => c.metric.endsWith('_cost')) ? priceSpans(await this.prices.forProject(req.project_id), req.project_id) : []
+    const spans = usageCols.some((c) => c.metric.endsWith('_cost'))
+      ? priceSpans(await this.prices.forProject(req.project_id), req.project_id)
+      : []
 
     let acc = await this.gather(req, start, end, starts, callCols, usageCols, spans)
     if (acc.dirty && [...callCols, ...usageCols].some((c) => c.agg === 'min' || c.agg === 'max')) {
@@ -154,7 +171,16 @@ export class CallStats {
     return { result, path: acc.path }
   }
 
-  private async gather(req: StatsRequest, start: number, end: number, starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[], forceScan = false): Promise<Accumulator> {
+  private async gather(
+    req: StatsRequest,
+    start: number,
+    end: number,
+    starts: number[],
+    callCols: Column<CallMetric>[],
+    usageCols: Column<UsageMetric>[],
+    spans: PriceSpan[],
+    forceScan = false,
+  ): Promise<Accumulator> {
     const acc = new Accumulator()
     const dims = dimFilter(req.filter, new Params())
     const rollupOk =
@@ -181,7 +207,8 @@ export class CallStats {
   /** Shared SQL: the bucket boundaries, and the price spans (`sp`) when costs are asked for. */
   private ctes(params: Params, starts: number[], spans: PriceSpan[]): string {
     const b = `b AS (SELECT make_timestamp(unnest(${params.add(listValue(starts.map((t) => BigInt(t) * 1000n)))})::BIGINT) AS ts)`
-    if (!spans.length) return `WITH ${b}, sp AS (SELECT NULL::VARCHAR AS llm, NULL::TIMESTAMP AS f, NULL::TIMESTAMP AS t, NULL::DOUBLE AS pc, NULL::DOUBLE AS cc WHERE false)`
+    if (!spans.length)
+      return `WITH ${b}, sp AS (SELECT NULL::VARCHAR AS llm, NULL::TIMESTAMP AS f, NULL::TIMESTAMP AS t, NULL::DOUBLE AS pc, NULL::DOUBLE AS cc WHERE false)`
     const col = <T>(f: (s: PriceSpan) => T) => params.add(listValue(spans.map(f) as never[]))
     return `WITH ${b}, sp AS (SELECT unnest(${col((s) => s.llm_id)}) AS llm,
       make_timestamp(unnest(${col((s) => BigInt(Math.max(MIN_MS, s.from_ms)) * 1000n)})::BIGINT) AS f,
@@ -194,15 +221,32 @@ export class CallStats {
    * starting in a window bound its merge, so with time-ordered ids (UUIDv7, as the SDKs make them)
    * the segments' id statistics skip nearly every row group. Other ids are only slower.
    */
-  private async scan(acc: Accumulator, req: StatsRequest, windows: [number, number][], starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
+  private async scan(
+    acc: Accumulator,
+    req: StatsRequest,
+    windows: [number, number][],
+    starts: number[],
+    callCols: Column<CallMetric>[],
+    usageCols: Column<UsageMetric>[],
+    spans: PriceSpan[],
+  ): Promise<void> {
     const inWindow = (col: string, [lo, hi]: [number, number]) => `(${col} >= ${ts(lo)} AND ${col} < ${ts(hi)})`
     const rp = new Params()
     const p = rp.add(req.project_id)
     const ranges = await this.store.rows(
-      windows.map((w, i) => `SELECT ${i} AS w, min(id) AS lo, max(id) AS hi FROM all_parts WHERE project_id = ${p} AND ${inWindow('started_at', w)}`).join(' UNION ALL '),
+      windows
+        .map(
+          (w, i) =>
+            `SELECT ${i} AS w, min(id) AS lo, max(id) AS hi FROM all_parts WHERE project_id = ${p} AND ${inWindow('started_at', w)}`,
+        )
+        .join(' UNION ALL '),
       rp,
     )
-    await Promise.all(ranges.filter((r) => r.lo !== null).map((r) => this.scanWindow(acc, req, windows[Number(r.w)]!, String(r.lo), String(r.hi), starts, callCols, usageCols, spans)))
+    await Promise.all(
+      ranges
+        .filter((r) => r.lo !== null)
+        .map((r) => this.scanWindow(acc, req, windows[Number(r.w)]!, String(r.lo), String(r.hi), starts, callCols, usageCols, spans)),
+    )
   }
 
   /**
@@ -210,13 +254,27 @@ export class CallStats {
    * the call groups (with latency bins) and the usage groups are computed from it, returned
    * together (`kind` c or u; UNION ALL BY NAME fills the other side's columns with NULL).
    */
-  private async scanWindow(acc: Accumulator, req: StatsRequest, window: [number, number], loId: string, hiId: string, starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
+  private async scanWindow(
+    acc: Accumulator,
+    req: StatsRequest,
+    window: [number, number],
+    loId: string,
+    hiId: string,
+    starts: number[],
+    callCols: Column<CallMetric>[],
+    usageCols: Column<UsageMetric>[],
+    spans: PriceSpan[],
+  ): Promise<void> {
     const [wlo, whi] = window
     const params = new Params()
     const ctes = this.ctes(params, starts, usageCols.length ? spans : [])
     const ids = `id >= ${params.add(loId)} AND id <= ${params.add(hiId)}`
     const only = ['started_at', ...(callCols.length ? ['ended_at', 'exception'] : []), ...(usageCols.length ? ['usage'] : [])]
-    const rel = this.store.relation(req.project_id, { filter: req.filter }, params, { where: [`m.started_at >= ${ts(wlo)} AND m.started_at < ${ts(whi)}`], parts: [ids], only })
+    const rel = this.store.relation(req.project_id, { filter: req.filter }, params, {
+      where: [`m.started_at >= ${ts(wlo)} AND m.started_at < ${ts(whi)}`],
+      parts: [ids],
+      only,
+    })
     const metricSql = [...TOKEN_NAMES, 'input_cost', 'output_cost', 'total_cost']
     const pcts = usageCols.filter((c) => c.p !== undefined)
     const parts: string[] = []
@@ -237,7 +295,10 @@ export class CallStats {
         ASOF JOIN b ON w.t >= b.ts GROUP BY 2, 3`)
     }
     const cols = ['m.started_at AS t', ...(callCols.length ? ['m.ended_at', 'm.exception'] : []), ...(usageCols.length ? ['m.usage'] : [])]
-    const rows = await this.store.rows(`${ctes}, mm AS MATERIALIZED (SELECT ${cols.join(', ')} FROM ${rel}) ${parts.join(' UNION ALL BY NAME ')}`, params)
+    const rows = await this.store.rows(
+      `${ctes}, mm AS MATERIALIZED (SELECT ${cols.join(', ')} FROM ${rel}) ${parts.join(' UNION ALL BY NAME ')}`,
+      params,
+    )
     for (const r of rows) {
       if (r.kind === 'c') {
         const a = acc.call(Number(r.bucket))
@@ -261,7 +322,16 @@ export class CallStats {
    * start). An aggregated tier's slots (whole hours or minutes) map to their bucket through a list
    * made here (an equality join, not a range join), added to `withs`; the call tier's rows by start time.
    */
-  private pieceRows(piece: Piece, table: Table, p: string, conds: string[], params: Params, starts: number[], withs: string[], tokens: readonly TokenMetric[]): string {
+  private pieceRows(
+    piece: Piece,
+    table: Table,
+    p: string,
+    conds: string[],
+    params: Params,
+    starts: number[],
+    withs: string[],
+    tokens: readonly TokenMetric[],
+  ): string {
     const tier = piece.tier
     const time = timeDim(tier)
     const fresh = this.rollups!.fresh(table, tier, p)
@@ -278,11 +348,14 @@ export class CallStats {
         else runs.push([h, h + unit])
       }
       const ranges = runs.length <= 8 ? runs : [[runs[0]![0], runs[runs.length - 1]![1]] as [number, number]]
-      const where = ([lo, hi]: [number, number]) => [`project_id = ${p}`, `${time} >= ${ts(lo)}`, `${time} < ${ts(hi)}`, ...conds].join(' AND ')
+      const where = ([lo, hi]: [number, number]) =>
+        [`project_id = ${p}`, `${time} >= ${ts(lo)}`, `${time} < ${ts(hi)}`, ...conds].join(' AND ')
       const branches = ranges.map((r) => `SELECT * FROM ${t} WHERE ${where(r)}`)
       if (fresh) branches.push(`SELECT * FROM (${fresh}) WHERE ${ranges.map((r) => `(${where(r)})`).join(' OR ')}`)
       const sb = `sb${withs.length}`
-      withs.push(`${sb} AS (SELECT make_timestamp(unnest(${params.add(listValue(piece.slots.map(([h]) => BigInt(h) * 1000n)))}::BIGINT[])) AS ${time}, unnest(${params.add(listValue(piece.slots.map(([, b]) => BigInt(b))))}::BIGINT[]) AS bucket)`)
+      withs.push(
+        `${sb} AS (SELECT make_timestamp(unnest(${params.add(listValue(piece.slots.map(([h]) => BigInt(h) * 1000n)))}::BIGINT[])) AS ${time}, unnest(${params.add(listValue(piece.slots.map(([, b]) => BigInt(b))))}::BIGINT[]) AS bucket)`,
+      )
       return `SELECT *, ${time} AS at FROM (${branches.join(' UNION ALL ')}) JOIN ${sb} USING (${time})`
     }
     // One branch per window: each gets its own range filter, which the table's zone maps prune by.
@@ -292,10 +365,15 @@ export class CallStats {
     // branch. Many (buckets off whole hours): rows find their bucket by time (an ASOF join).
     const cut = inBuckets(piece.windows, starts)
     if (cut.length <= 8) {
-      const branches = cut.map(([lo, hi, b]) => `SELECT ${b}::BIGINT AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM ${t} WHERE ${where([lo, hi])}`, table, tier, tokens)})`)
+      const branches = cut.map(
+        ([lo, hi, b]) =>
+          `SELECT ${b}::BIGINT AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM ${t} WHERE ${where([lo, hi])}`, table, tier, tokens)})`,
+      )
       if (fresh) {
         const cases = cut.map(([lo, hi, b]) => `WHEN t >= ${ts(lo)} AND t < ${ts(hi)} THEN ${b}::BIGINT`).join(' ')
-        branches.push(`SELECT CASE ${cases} END AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM (${fresh}) WHERE ${any(cut.map(([lo, hi]) => [lo, hi]))}`, table, tier, tokens)})`)
+        branches.push(
+          `SELECT CASE ${cases} END AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM (${fresh}) WHERE ${any(cut.map(([lo, hi]) => [lo, hi]))}`, table, tier, tokens)})`,
+        )
       }
       return branches.join(' UNION ALL ')
     }
@@ -308,7 +386,15 @@ export class CallStats {
    * The pieces' rows of every table asked for, added into the request's buckets: one statement per
    * table over all the pieces (each statement costs milliseconds to plan and start whatever it reads).
    */
-  private async fromPieces(acc: Accumulator, req: StatsRequest, pieces: Piece[], starts: number[], callCols: Column<CallMetric>[], usageCols: Column<UsageMetric>[], spans: PriceSpan[]): Promise<void> {
+  private async fromPieces(
+    acc: Accumulator,
+    req: StatsRequest,
+    pieces: Piece[],
+    starts: number[],
+    callCols: Column<CallMetric>[],
+    usageCols: Column<UsageMetric>[],
+    spans: PriceSpan[],
+  ): Promise<void> {
     if (!pieces.length) return
     /** The WITH list (bucket starts b, price spans sp, slot lists) and the pieces' rows of `table` as `src`. */
     const rows = (table: Table, params: Params, withSpans: boolean, tokens: readonly TokenMetric[] = []) => {
@@ -320,61 +406,79 @@ export class CallStats {
       return `${ctes}${withs.map((w) => `, ${w}`).join('')}, src AS (${parts.join(' UNION ALL BY NAME ')})`
     }
     const tasks: Promise<void>[] = []
-    if (callCols.length) tasks.push((async () => {
-      const params = new Params()
-      const got = await this.store.rows(
-        `${rows('calls', params, false)}
+    if (callCols.length)
+      tasks.push(
+        (async () => {
+          const params = new Params()
+          const got = await this.store.rows(
+            `${rows('calls', params, false)}
         SELECT bucket, sum(n)::BIGINT AS n, sum(err)::BIGINT AS err, sum(lat_sum)::BIGINT AS lat_sum, sum(lat_n)::BIGINT AS lat_n,
           min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty FROM src GROUP BY bucket`,
-        params,
+            params,
+          )
+          for (const r of got) {
+            const a = acc.call(Number(r.bucket))
+            a.n += Number(r.n)
+            a.err += Number(r.err)
+            addAgg(a.lat, r.lat_sum, r.lat_n, r.lat_min, r.lat_max)
+            if (r.dirty) acc.dirty = true
+          }
+        })(),
       )
-      for (const r of got) {
-        const a = acc.call(Number(r.bucket))
-        a.n += Number(r.n)
-        a.err += Number(r.err)
-        addAgg(a.lat, r.lat_sum, r.lat_n, r.lat_min, r.lat_max)
-        if (r.dirty) acc.dirty = true
-      }
-    })())
-    if (callCols.some((c) => c.metric === 'latency_ms' && c.p !== undefined)) tasks.push((async () => {
-      const params = new Params()
-      const bins = await this.store.rows(`${rows('latency', params, false)} SELECT bucket, k, sum(n)::BIGINT AS n FROM src GROUP BY bucket, k`, params)
-      for (const r of bins) {
-        const a = acc.call(Number(r.bucket))
-        a.bins.set(Number(r.k), (a.bins.get(Number(r.k)) ?? 0) + Number(r.n))
-      }
-    })())
-    if (usageCols.length) tasks.push((async () => {
-      const params = new Params()
-      const cost = (name: string, tokens: string, price: string) =>
-        `sum(${tokens}_sum * ${price}) AS ${name}_sum, sum(CASE WHEN ${price} IS NOT NULL THEN ${tokens}_n END)::BIGINT AS ${name}_n, min(${tokens}_min * ${price}) AS ${name}_min, max(${tokens}_max * ${price}) AS ${name}_max`
-      // Only the metrics asked for (costs need the input and output tokens): a shorter query to plan and run.
-      const asked = new Set(usageCols.map((c) => c.metric))
-      const costs = ['input_cost', 'output_cost', 'total_cost'].some((m) => asked.has(m as UsageMetric))
-      const tokens = TOKEN_NAMES.filter((m) => asked.has(m) || (costs && (m === 'input_tokens' || m === 'output_tokens')))
-      const aggs = [
-        'sum(n)::BIGINT AS n',
-        ...tokens.map((m) => `sum(${m}_sum)::DOUBLE AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min)::DOUBLE AS ${m}_min, max(${m}_max)::DOUBLE AS ${m}_max`),
-        ...(costs
-          ? [cost('input_cost', 'input_tokens', 'pc'), cost('output_cost', 'output_tokens', 'cc'),
-             'sum(input_tokens_sum * pc + output_tokens_sum * cc)::DOUBLE AS total_cost_sum, sum(CASE WHEN pc IS NOT NULL AND cc IS NOT NULL THEN n END)::BIGINT AS total_cost_n']
-          : []),
-        'bool_or(dirty) AS dirty',
-      ]
-      // The price of a row is the one in effect at its time (an aggregated tier's rows: their slot's; no price changes inside one).
-      const got = await this.store.rows(
-        `${rows('usage', params, costs, tokens)},
+    if (callCols.some((c) => c.metric === 'latency_ms' && c.p !== undefined))
+      tasks.push(
+        (async () => {
+          const params = new Params()
+          const bins = await this.store.rows(
+            `${rows('latency', params, false)} SELECT bucket, k, sum(n)::BIGINT AS n FROM src GROUP BY bucket, k`,
+            params,
+          )
+          for (const r of bins) {
+            const a = acc.call(Number(r.bucket))
+            a.bins.set(Number(r.k), (a.bins.get(Number(r.k)) ?? 0) + Number(r.n))
+          }
+        })(),
+      )
+    if (usageCols.length)
+      tasks.push(
+        (async () => {
+          const params = new Params()
+          const cost = (name: string, tokens: string, price: string) =>
+            `sum(${tokens}_sum * ${price}) AS ${name}_sum, sum(CASE WHEN ${price} IS NOT NULL THEN ${tokens}_n END)::BIGINT AS ${name}_n, min(${tokens}_min * ${price}) AS ${name}_min, max(${tokens}_max * ${price}) AS ${name}_max`
+          // Only the metrics asked for (costs need the input and output tokens): a shorter query to plan and run.
+          const asked = new Set(usageCols.map((c) => c.metric))
+          const costs = ['input_cost', 'output_cost', 'total_cost'].some((m) => asked.has(m as UsageMetric))
+          const tokens = TOKEN_NAMES.filter((m) => asked.has(m) || (costs && (m === 'input_tokens' || m === 'output_tokens')))
+          const aggs = [
+            'sum(n)::BIGINT AS n',
+            ...tokens.map(
+              (m) =>
+                `sum(${m}_sum)::DOUBLE AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min)::DOUBLE AS ${m}_min, max(${m}_max)::DOUBLE AS ${m}_max`,
+            ),
+            ...(costs
+              ? [
+                  cost('input_cost', 'input_tokens', 'pc'),
+                  cost('output_cost', 'output_tokens', 'cc'),
+                  'sum(input_tokens_sum * pc + output_tokens_sum * cc)::DOUBLE AS total_cost_sum, sum(CASE WHEN pc IS NOT NULL AND cc IS NOT NULL THEN n END)::BIGINT AS total_cost_n',
+                ]
+              : []),
+            'bool_or(dirty) AS dirty',
+          ]
+          // The price of a row is the one in effect at its time (an aggregated tier's rows: their slot's; no price changes inside one).
+          const got = await this.store.rows(
+            `${rows('usage', params, costs, tokens)},
         y AS (${costs ? `SELECT src.*, sp.pc, sp.cc FROM src LEFT JOIN sp ON sp.llm = src.model AND src.at >= sp.f AND src.at < sp.t` : 'SELECT * FROM src'})
         SELECT bucket, model, ${aggs.join(', ')} FROM y GROUP BY bucket, model`,
-        params,
+            params,
+          )
+          for (const r of got) {
+            const a = acc.use(Number(r.bucket), String(r.model))
+            a.n += Number(r.n)
+            for (const m of USAGE_METRICS) addAgg(a.m[m]!, r[`${m}_sum`], r[`${m}_n`], r[`${m}_min`], r[`${m}_max`])
+            if (r.dirty) acc.dirty = true
+          }
+        })(),
       )
-      for (const r of got) {
-        const a = acc.use(Number(r.bucket), String(r.model))
-        a.n += Number(r.n)
-        for (const m of USAGE_METRICS) addAgg(a.m[m]!, r[`${m}_sum`], r[`${m}_n`], r[`${m}_min`], r[`${m}_max`])
-        if (r.dirty) acc.dirty = true
-      }
-    })())
     await Promise.all(tasks)
   }
 
@@ -446,7 +550,10 @@ function aggValue(a: Agg, c: Column<string>): number | null {
 function callValue(a: CallAcc, c: Column<CallMetric>): number | null {
   if (c.metric === 'latency_ms') {
     if (c.p !== undefined) {
-      const v = percentile([...a.bins.entries()].sort((x, y) => x[0] - y[0]), c.p)
+      const v = percentile(
+        [...a.bins.entries()].sort((x, y) => x[0] - y[0]),
+        c.p,
+      )
       // The exact extremes are known: an estimate never goes past them (one call's p50 is its latency).
       return v === null || a.lat.min === null || a.lat.max === null ? v : Math.min(a.lat.max, Math.max(a.lat.min, v))
     }
@@ -468,7 +575,13 @@ function usageValue(a: UsageAcc, c: Column<UsageMetric>): number | null {
  * inside, each with its bucket; and windows (the rest, merged where adjacent) for the call tier.
  * `hours: false`: everything goes to the call tier.
  */
-export function split(start: number, end: number, starts: readonly number[], spans: readonly PriceSpan[], opts: { hours: boolean; minutes: boolean }): { hours: [number, number][]; minutes: [number, number][]; windows: [number, number][] } {
+export function split(
+  start: number,
+  end: number,
+  starts: readonly number[],
+  spans: readonly PriceSpan[],
+  opts: { hours: boolean; minutes: boolean },
+): { hours: [number, number][]; minutes: [number, number][]; windows: [number, number][] } {
   const hours: [number, number][] = []
   const minutes: [number, number][] = []
   if (!opts.hours) return { hours, minutes, windows: [[start, end]] }
@@ -477,7 +590,13 @@ export function split(start: number, end: number, starts: readonly number[], spa
 }
 
 /** Slots of `unit` ms inside the windows (appended to `slots` with their bucket start); returns what they leave. */
-function slotsOf(windows: readonly [number, number][], unit: number, starts: readonly number[], spans: readonly PriceSpan[], slots: [number, number][]): [number, number][] {
+function slotsOf(
+  windows: readonly [number, number][],
+  unit: number,
+  starts: readonly number[],
+  spans: readonly PriceSpan[],
+  slots: [number, number][],
+): [number, number][] {
   const edges = new Set<number>()
   for (const s of spans) for (const e of [s.from_ms, s.to_ms]) if (e % unit !== 0) edges.add(Math.floor(e / unit) * unit)
   const rest: [number, number][] = []

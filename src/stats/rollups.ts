@@ -44,14 +44,31 @@ export const TIER_DIMS: Record<Tier, readonly string[]> = {
 export const timeDim = (tier: Tier) => (tier === 'call' ? 't' : tier === 'minute' ? 'minute' : 'hour')
 /** The length of a time-bucketed tier's slot, in ms. */
 export const slotMs = (tier: Exclude<Tier, 'call'>) => (tier === 'minute' ? 60_000 : 3_600_000)
-const DIM_TYPES: Record<string, string> = { project_id: 'VARCHAR', hour: 'TIMESTAMP', minute: 'TIMESTAMP', t: 'TIMESTAMP', op_name: 'VARCHAR', is_root: 'BOOLEAN', user_id: 'VARCHAR', run_id: 'VARCHAR' }
+const DIM_TYPES: Record<string, string> = {
+  project_id: 'VARCHAR',
+  hour: 'TIMESTAMP',
+  minute: 'TIMESTAMP',
+  t: 'TIMESTAMP',
+  op_name: 'VARCHAR',
+  is_root: 'BOOLEAN',
+  user_id: 'VARCHAR',
+  run_id: 'VARCHAR',
+}
 /** Every table kept: (table, tier). */
 export const TABLES: readonly [Table, Tier][] = [
-  ['calls', 'project'], ['latency', 'project'], ['usage', 'project'],
-  ['calls', 'minute'], ['latency', 'minute'], ['usage', 'minute'],
-  ['calls', 'op'], ['latency', 'op'], ['usage', 'op'],
-  ['calls', 'user'], ['usage', 'user'],
-  ['calls', 'call'], ['usage', 'call'],
+  ['calls', 'project'],
+  ['latency', 'project'],
+  ['usage', 'project'],
+  ['calls', 'minute'],
+  ['latency', 'minute'],
+  ['usage', 'minute'],
+  ['calls', 'op'],
+  ['latency', 'op'],
+  ['usage', 'op'],
+  ['calls', 'user'],
+  ['usage', 'user'],
+  ['calls', 'call'],
+  ['usage', 'call'],
 ]
 /**
  * The tables live in their own DuckDB database file, attached to the store's instance under this
@@ -81,7 +98,11 @@ function ddl(t: Table, tier: Tier): string {
   const dims = TIER_DIMS[tier].map((d) => `${d} ${DIM_TYPES[d]}`).join(', ')
   const cols =
     tier === 'call'
-      ? { calls: 'n INTEGER, lat BIGINT, err INTEGER', latency: '', usage: `model VARCHAR, n INTEGER, ${TOKEN_NAMES.map((m) => `${m} BIGINT`).join(', ')}` }[t]
+      ? {
+          calls: 'n INTEGER, lat BIGINT, err INTEGER',
+          latency: '',
+          usage: `model VARCHAR, n INTEGER, ${TOKEN_NAMES.map((m) => `${m} BIGINT`).join(', ')}`,
+        }[t]
       : {
           calls: 'n BIGINT, lat_n BIGINT, lat_sum BIGINT, lat_min BIGINT, lat_max BIGINT, err BIGINT, dirty BOOLEAN',
           latency: 'k INTEGER, n BIGINT',
@@ -170,8 +191,12 @@ export function shaped(rows: string, table: Table, tier: Tier, tokens: readonly 
     case 'latency':
       return `SELECT ${dims}, ${binSql('lat')} AS k, n::DOUBLE AS n FROM (${rows}) WHERE lat IS NOT NULL`
     case 'usage':
-      return `SELECT ${dims}, model, n::DOUBLE AS n, ${tokens.map((m) => `coalesce(n * ${m}, 0)::DOUBLE AS ${m}_sum, (CASE WHEN ${m} IS NULL THEN 0 ELSE n END)::DOUBLE AS ${m}_n,
-        CASE WHEN n > 0 THEN ${m} END AS ${m}_min, CASE WHEN n > 0 THEN ${m} END AS ${m}_max`).join(', ')}, n < 0 AS dirty FROM (${rows})`
+      return `SELECT ${dims}, model, n::DOUBLE AS n, ${tokens
+        .map(
+          (m) => `coalesce(n * ${m}, 0)::DOUBLE AS ${m}_sum, (CASE WHEN ${m} IS NULL THEN 0 ELSE n END)::DOUBLE AS ${m}_n,
+        CASE WHEN n > 0 THEN ${m} END AS ${m}_min, CASE WHEN n > 0 THEN ${m} END AS ${m}_max`,
+        )
+        .join(', ')}, n < 0 AS dirty FROM (${rows})`
   }
 }
 
@@ -201,7 +226,8 @@ export class Rollups {
     this.conn = await this.store.duck.connect()
     await fs.mkdir(this.dir, { recursive: true })
     // Files of the earlier format (a Parquet file per table and rollups.json): derived data, dropped.
-    for (const f of await fs.readdir(this.dir)) if (f === 'rollups.json' || f.endsWith('.parquet')) await fs.rm(path.join(this.dir, f), { force: true })
+    for (const f of await fs.readdir(this.dir))
+      if (f === 'rollups.json' || f.endsWith('.parquet')) await fs.rm(path.join(this.dir, f), { force: true })
     const file = path.join(this.dir, 'rollups.duckdb')
     await this.attach(file).catch(async () => {
       // Unreadable (damaged, or from another DuckDB): rebuilt from scratch.
@@ -292,7 +318,10 @@ export class Rollups {
         // Merged once per range, then summed into every table.
         await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(ids, String(x))}`, [lo, hi])
         // The call tier has nothing to fold after a rebuild: its rows go in sorted by time, range by range.
-        for (const [t, tier] of TABLES) await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)}${tier === 'call' ? ' ORDER BY project_id, t' : ''}`)
+        for (const [t, tier] of TABLES)
+          await c.run(
+            `INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)}${tier === 'call' ? ' ORDER BY project_id, t' : ''}`,
+          )
         // By trace within the range: with time-ordered ids (UUIDv7) the ranges follow one another in trace order too.
         await c.run(`INSERT INTO ${USAGE_CALLS} ${usageRows('merged_now')} ORDER BY project_id, trace_id`)
         await c.run('DROP TABLE merged_now')
@@ -324,12 +353,17 @@ export class Rollups {
         await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(ids, String(to))}`)
         await c.run(`CREATE OR REPLACE TEMP TABLE merged_before AS SELECT * FROM ${mergedOf(ids, String(from))}`)
         for (const [t, tier] of TABLES) {
-          await c.run(`INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)} UNION ALL ${contribution('merged_before', -1, t, tier)}`)
+          await c.run(
+            `INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)} UNION ALL ${contribution('merged_before', -1, t, tier)}`,
+          )
         }
         // The touched calls' rows replaced by their merged state now. Their id range (bound, not spliced)
         // lets the delete skip the row groups holding none of them.
         const [lo, hi] = (await c.runAndReadAll('SELECT min(id), max(id) FROM merged_now')).getRowsJS()[0]! as (string | null)[]
-        await c.run(`DELETE FROM ${USAGE_CALLS} u USING merged_now n WHERE u.id >= $1 AND u.id <= $2 AND u.project_id = n.project_id AND u.id = n.id`, [lo ?? null, hi ?? null])
+        await c.run(
+          `DELETE FROM ${USAGE_CALLS} u USING merged_now n WHERE u.id >= $1 AND u.id <= $2 AND u.project_id = n.project_id AND u.id = n.id`,
+          [lo ?? null, hi ?? null],
+        )
         await c.run(`INSERT INTO ${USAGE_CALLS} ${usageRows('merged_now')}`)
         await c.run('DROP TABLE merged_now')
         await c.run('DROP TABLE merged_before')
@@ -373,11 +407,14 @@ export class Rollups {
       const group = TIER_DIMS[tier].map((_, i) => i + 1).join(', ')
       const next = TIER_DIMS[tier].length + 1
       // The call tier: identical states summed (a subtracted one cancels the one it undoes).
-      const select = tier === 'call' ? `SELECT * REPLACE (sum(n)::INTEGER AS n) FROM ${tableName(t, tier)} GROUP BY ALL HAVING sum(n) <> 0` : {
-        calls: `SELECT ${dims}, ${sums(['n', 'lat_n', 'lat_sum'])}, min(lat_min) AS lat_min, max(lat_max) AS lat_max, sum(err)::BIGINT AS err, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group} HAVING sum(n) <> 0`,
-        latency: `SELECT ${dims}, k, sum(n)::BIGINT AS n FROM ${tableName(t, tier)} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
-        usage: `SELECT ${dims}, model, sum(n)::BIGINT AS n, ${TOKEN_NAMES.map((m) => `${sums([`${m}_sum`, `${m}_n`])}, min(${m}_min) AS ${m}_min, max(${m}_max) AS ${m}_max`).join(', ')}, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
-      }[t]
+      const select =
+        tier === 'call'
+          ? `SELECT * REPLACE (sum(n)::INTEGER AS n) FROM ${tableName(t, tier)} GROUP BY ALL HAVING sum(n) <> 0`
+          : {
+              calls: `SELECT ${dims}, ${sums(['n', 'lat_n', 'lat_sum'])}, min(lat_min) AS lat_min, max(lat_max) AS lat_max, sum(err)::BIGINT AS err, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group} HAVING sum(n) <> 0`,
+              latency: `SELECT ${dims}, k, sum(n)::BIGINT AS n FROM ${tableName(t, tier)} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
+              usage: `SELECT ${dims}, model, sum(n)::BIGINT AS n, ${TOKEN_NAMES.map((m) => `${sums([`${m}_sum`, `${m}_n`])}, min(${m}_min) AS ${m}_min, max(${m}_max) AS ${m}_max`).join(', ')}, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
+            }[t]
       await c.run(`CREATE OR REPLACE TABLE ${tableName(t, tier)} AS ${select} ORDER BY project_id, ${timeDim(tier)}`)
     }
   }
@@ -407,7 +444,9 @@ export class Rollups {
   }
 
   async size(): Promise<number> {
-    const r = await this.conn!.runAndReadAll(`SELECT ${TABLES.map(([t, tier]) => `(SELECT count(*) FROM ${tableName(t, tier)})`).join(' + ')}`)
+    const r = await this.conn!.runAndReadAll(
+      `SELECT ${TABLES.map(([t, tier]) => `(SELECT count(*) FROM ${tableName(t, tier)})`).join(' + ')}`,
+    )
     return Number(r.getRowsJS()[0]![0])
   }
 

@@ -28,8 +28,20 @@ interface Fetched {
   usage: Record<string, number | string | null>[]
 }
 
-const COSTS = ['prompt_tokens_total_cost', 'completion_tokens_total_cost', 'cache_read_input_tokens_total_cost', 'cache_creation_input_tokens_total_cost'] as const
-const COUNTS = ['requests', 'prompt_tokens', 'completion_tokens', 'total_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens'] as const
+const COSTS = [
+  'prompt_tokens_total_cost',
+  'completion_tokens_total_cost',
+  'cache_read_input_tokens_total_cost',
+  'cache_creation_input_tokens_total_cost',
+] as const
+const COUNTS = [
+  'requests',
+  'prompt_tokens',
+  'completion_tokens',
+  'total_tokens',
+  'cache_read_input_tokens',
+  'cache_creation_input_tokens',
+] as const
 
 const int = (v: unknown) => (typeof v === 'number' || typeof v === 'bigint' ? Math.trunc(Number(v)) || 0 : 0)
 
@@ -102,7 +114,10 @@ export class UsageRollup {
   /** The ids of the calls of these traces that have not ended (few: only asked for when some are). */
   private async unfinished(project: string, traces: string[]): Promise<string[]> {
     const params = new Params()
-    const rel = this.store.relation(project, { filter: { trace_ids: traces } }, params, { only: ['ended_at'], where: ['m.ended_at IS NULL'] })
+    const rel = this.store.relation(project, { filter: { trace_ids: traces } }, params, {
+      only: ['ended_at'],
+      where: ['m.ended_at IS NULL'],
+    })
     return (await this.store.rows(`SELECT m.id FROM ${rel}`, params)).map((r) => String(r.id))
   }
 
@@ -119,7 +134,9 @@ export class UsageRollup {
       const p = params.add(project)
       return `SELECT id, parent_id, ended, usage FROM (${this.rollups.usageCalls(p, `list_contains(${params.add(listValue(traces))}, trace_id)${rangeOf(traces, 'trace_id', params)}`)})`
     }
-    const rel = this.store.relation(project, { filter: { trace_ids: traces } }, params, { only: ['parent_id', 'started_at', 'ended_at', 'usage'] })
+    const rel = this.store.relation(project, { filter: { trace_ids: traces } }, params, {
+      only: ['parent_id', 'started_at', 'ended_at', 'usage'],
+    })
     return `SELECT m.id, m.parent_id, m.ended_at IS NOT NULL AS ended, m.usage FROM ${rel}`
   }
 
@@ -143,10 +160,26 @@ export class UsageRollup {
    * numbered in SQL and parents given by number, so no id string comes out but those asked for
    * (`ids`: the given ones; all when null).
    */
-  private async fetch(project: string, filter: CallFilter, query: { $expr: unknown } | null | undefined, limit: number, ids: string[] | null): Promise<Fetched[]> {
+  private async fetch(
+    project: string,
+    filter: CallFilter,
+    query: { $expr: unknown } | null | undefined,
+    limit: number,
+    ids: string[] | null,
+  ): Promise<Fetched[]> {
     const params = new Params()
     const rel = this.store.relation(project, { filter, query }, params, { only: ['parent_id', 'started_at', 'ended_at', 'usage'] })
-    const fields = ['model', 'requests', 'prompt_tokens', 'input_tokens', 'completion_tokens', 'output_tokens', 'total_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens']
+    const fields = [
+      'model',
+      'requests',
+      'prompt_tokens',
+      'input_tokens',
+      'completion_tokens',
+      'output_tokens',
+      'total_tokens',
+      'cache_read_input_tokens',
+      'cache_creation_input_tokens',
+    ]
     const id = ids === null ? 'k.id' : `CASE WHEN list_contains(${params.add(listValue(ids))}, k.id) THEN k.id END`
     const rows = await this.store.rows(
       `WITH k AS MATERIALIZED (SELECT (row_number() OVER ()) - 1 AS idx, * FROM (
@@ -162,7 +195,14 @@ export class UsageRollup {
     for (const r of rows) {
       const i = Number(r.idx)
       let c = calls[i]
-      if (!c) calls[i] = c = { id: (r.id as string | null) ?? null, parent: Number(r.pidx), started_ms: Number(r.started_ms), ended: Boolean(r.ended), usage: [] }
+      if (!c)
+        calls[i] = c = {
+          id: (r.id as string | null) ?? null,
+          parent: Number(r.pidx),
+          started_ms: Number(r.started_ms),
+          ended: Boolean(r.ended),
+          usage: [],
+        }
       if (r.u_model === null || r.u_model === undefined) continue
       const u: Record<string, number | string | null> = {}
       for (const f of fields) {
@@ -182,7 +222,12 @@ export class UsageRollup {
    * calls, as rollUp does. (No order before the limit: past it the answer is 413 or smaller batches,
    * whichever calls were cut.)
    */
-  private async rolledUp(project: string, traces: string[], limit: number, ids: string[]): Promise<{ calls: number; open: number; usage: Record<string, UsageMap> }> {
+  private async rolledUp(
+    project: string,
+    traces: string[],
+    limit: number,
+    ids: string[],
+  ): Promise<{ calls: number; open: number; usage: Record<string, UsageMap> }> {
     const params = new Params()
     const calls = this.traceCalls(project, traces, params)
     const wanted = params.add(listValue(ids))
@@ -227,7 +272,13 @@ export class UsageRollup {
   }
 
   /** One batch of traces: the requested calls' totals, from SQL without prices, per call in JavaScript with them. */
-  private async batchUsage(project: string, traces: string[], limit: number, ids: string[], prices: readonly PriceRow[] | null): Promise<{ calls: number; open: number; usage: Record<string, UsageMap> }> {
+  private async batchUsage(
+    project: string,
+    traces: string[],
+    limit: number,
+    ids: string[],
+    prices: readonly PriceRow[] | null,
+  ): Promise<{ calls: number; open: number; usage: Record<string, UsageMap> }> {
     if (!prices) return this.rolledUp(project, traces, limit, ids)
     const calls = await this.fetch(project, { trace_ids: traces }, null, limit, ids)
     const totals = rollUp(calls, project, prices)
@@ -241,7 +292,12 @@ export class UsageRollup {
    * at most `limit` calls (a batch over it is halved); a single trace over it is 413 — never a
    * partial answer.
    */
-  async calls(project: string, ids: string[], includeCosts: boolean, limit: number): Promise<{ call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] }> {
+  async calls(
+    project: string,
+    ids: string[],
+    includeCosts: boolean,
+    limit: number,
+  ): Promise<{ call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] }> {
     if (!Number.isInteger(limit) || limit < 1) throw new ApiError(400, 'limit must be at least 1')
     const wanted = [...new Set(ids)]
     const result: Record<string, UsageMap> = Object.fromEntries(wanted.map((id) => [id, {}]))
@@ -254,7 +310,11 @@ export class UsageRollup {
       const batch = queue.shift()!
       const got = await this.batchUsage(project, batch, limit + 1, wanted, prices)
       if (got.calls > limit) {
-        if (batch.length === 1) throw new ApiError(413, `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`)
+        if (batch.length === 1)
+          throw new ApiError(
+            413,
+            `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`,
+          )
         const half = Math.ceil(batch.length / 2)
         queue.unshift(batch.slice(0, half), batch.slice(half))
         continue
@@ -266,14 +326,22 @@ export class UsageRollup {
   }
 
   /** `/trace/usage`: the calls matching filter and query (up to limit), each with its fetched descendants. */
-  async traces(project: string, filter: CallFilter | null | undefined, query: { $expr: unknown } | null | undefined, includeCosts: boolean, limit: number): Promise<{ call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] }> {
+  async traces(
+    project: string,
+    filter: CallFilter | null | undefined,
+    query: { $expr: unknown } | null | undefined,
+    includeCosts: boolean,
+    limit: number,
+  ): Promise<{ call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] }> {
     if (!Number.isInteger(limit) || limit < 1) throw new ApiError(400, 'limit must be at least 1')
     const calls = await this.fetch(project, filter ?? {}, query, limit, null)
     const totals = rollUp(calls, project, includeCosts ? await this.prices.forProject(project) : null)
     return {
       call_usage: Object.fromEntries(calls.map((c, i) => [c.id!, totals[i]!])),
-      unfinished_call_ids: calls.filter((c) => !c.ended).map((c) => c.id!).sort(),
+      unfinished_call_ids: calls
+        .filter((c) => !c.ended)
+        .map((c) => c.id!)
+        .sort(),
     }
   }
 }
-

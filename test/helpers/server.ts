@@ -43,7 +43,9 @@ export function runCli(args: string[], env: Record<string, string> = {}): Promis
  * Starts `weft serve` as its own process on a free loopback port and a fresh data dir (unless
  * given), and waits for it to say where it listens.
  */
-export async function startServer(opts: { dataDir?: string; env?: Record<string, string>; args?: string[]; key?: string | null } = {}): Promise<TestServer> {
+export async function startServer(
+  opts: { dataDir?: string; env?: Record<string, string>; args?: string[]; key?: string | null } = {},
+): Promise<TestServer> {
   const dataDir = opts.dataDir ?? tempDir()
   const key = opts.key === undefined ? 'test-admin-key-' + Math.random().toString(36).slice(2) : opts.key
   const env: Record<string, string> = { ...process.env, WEFT_LOG_LEVEL: 'warn', ...opts.env } as Record<string, string>
@@ -92,7 +94,11 @@ export async function startServer(opts: { dataDir?: string; env?: Record<string,
 
 /** POSTs JSON with the server's admin key; the body parsed when it is JSON, the headers kept. */
 export async function postJson(s: TestServer, path: string, body: unknown) {
-  const res = await fetch(s.url + path, { method: 'POST', headers: { ...s.basic(), 'content-type': 'application/json' }, body: JSON.stringify(body) })
+  const res = await fetch(s.url + path, {
+    method: 'POST',
+    headers: { ...s.basic(), 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
   const text = await res.text()
   let json: any
   try {
