@@ -14,7 +14,7 @@ import path from 'node:path'
 import { DuckDBInstance } from '@duckdb/node-api'
 import { PART_COLUMNS } from '../src/calls/store.js'
 import { fileName, fsyncPath, writeManifest, type Segment } from '../src/calls/segments.js'
-import { parseFlags } from '../src/config.js'
+import { parseFlags } from '../src/core/config.js'
 
 const PER_SEGMENT = 500_000
 /** Models with prices in the default book, so costs are realistic too. */

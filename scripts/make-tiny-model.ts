@@ -6,7 +6,7 @@
  * Bigger shapes make models for benchmarks (e.g. --hidden 768 --layers 16 --heads 12 --kv-heads 4
  * --intermediate 2048: about 100M parameters). The server makes the default one itself at first start.
  */
-import { parseFlags } from '../src/config.js'
+import { parseFlags } from '../src/core/config.js'
 import { makeTinyModel } from '../src/inference/tiny-model.js'
 
 const { flags, positional } = parseFlags(process.argv.slice(2))

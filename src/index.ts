@@ -5,8 +5,8 @@
 import { CallStore } from './calls/store.js'
 
 export { startServer, type RunningServer } from './server.js'
-export { loadConfig, type Config } from './config.js'
-export { createLogger } from './log.js'
+export { loadConfig, type Config } from './core/config.js'
+export { createLogger } from './core/log.js'
 export { CallStore, type CallPart, type CallFilter, type QueryOptions, type CallRecord } from './calls/store.js'
 export { startPart, endPart } from './calls/parts.js'
 export { openAnalytics, type Analytics } from './stats/analytics.js'

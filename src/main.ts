@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { ConfigError, DEFAULTS, loadConfig, parseFlags } from './config.js'
-import { createLogger } from './log.js'
+import { ConfigError, DEFAULTS, loadConfig, parseFlags } from './core/config.js'
+import { createLogger } from './core/log.js'
 import { SERVER_FILE, startServer } from './server.js'
 import { Catalog, CatalogLockedError } from './catalog/db.js'
-import { KeyError, KeyStore, type KeyInfo } from './auth/keys.js'
+import { KeyError, KeyStore, type KeyInfo } from './catalog/keys.js'
 import { keyInfoJson } from './api/admin.js'
-import { VERSION } from './version.js'
+import { VERSION } from './core/version.js'
 
 const USAGE = `weft ${VERSION}
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ConfigError, loadConfig, parseFlags } from '../src/config.js'
+import { ConfigError, loadConfig, parseFlags } from '../src/core/config.js'
 
 t.test('inference settings: repeatable --model, defaults, validation', async (t) => {
   const { flags } = parseFlags([

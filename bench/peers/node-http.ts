@@ -1,10 +1,10 @@
 import http from 'node:http'
-import { loadConfig, parseFlags } from '../../src/config.js'
-import { createLogger } from '../../src/log.js'
+import { loadConfig, parseFlags } from '../../src/core/config.js'
+import { createLogger } from '../../src/core/log.js'
 import { startServer } from '../../src/server.js'
 import { tooLarge, statusLine, type App, type Exchange } from '../../src/http/app.js'
-import { ApiError } from '../../src/http/errors.js'
-import { READ_HEADERS, type RequestHeaders } from '../../src/http/route.js'
+import { DomainError } from '../../src/core/errors.js'
+import { READ_HEADERS, type RequestHeaders } from '../../src/api/route.js'
 import type { Listening } from '../../src/http/uws.js'
 
 /**
@@ -65,7 +65,7 @@ class NodeExchange implements Exchange {
         chunks.push(c)
       })
       this.req.on('end', () => resolve(Buffer.concat(chunks, size)))
-      this.onAbort(() => reject(new ApiError(400, 'Client disconnected')))
+      this.onAbort(() => reject(new DomainError(400, 'Client disconnected')))
     })
   }
 

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
-import { KeyError, type KeyInfo, type KeyStore } from '../auth/keys.js'
-import { ApiError } from '../http/errors.js'
+import { KeyError, type KeyInfo, type KeyStore } from '../catalog/keys.js'
+import { DomainError } from '../core/errors.js'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { route, type RouteDef } from '../http/route.js'
+import { route, type RouteDef } from './route.js'
 import type { CallStore } from '../calls/store.js'
 import type { Rollups } from '../stats/rollups.js'
 import type { IngestPool } from '../calls/ingest-pool.js'
@@ -119,7 +119,7 @@ export function adminRoutes(
           })
           return { body: { key, info: keyInfoJson(info) } }
         } catch (e) {
-          if (e instanceof KeyError) throw new ApiError(400, e.message)
+          if (e instanceof KeyError) throw new DomainError(400, e.message)
           throw e
         }
       },
@@ -144,7 +144,7 @@ export function adminRoutes(
       response: { description: 'The revoked key', schema: KeyInfoSchema },
       handler: async (ctx) => {
         const info = await keys.revoke(ctx.params.key_id!)
-        if (!info) throw new ApiError(404, `No API key with id ${JSON.stringify(ctx.params.key_id)}`)
+        if (!info) throw new DomainError(404, `No API key with id ${JSON.stringify(ctx.params.key_id)}`)
         return { body: keyInfoJson(info) }
       },
     }),

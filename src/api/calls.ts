@@ -1,5 +1,5 @@
-import { ApiError } from '../http/errors.js'
-import { bodyProject, route, type Ctx, type RouteDef } from '../http/route.js'
+import { DomainError } from '../core/errors.js'
+import { bodyProject, route, type Ctx, type RouteDef } from './route.js'
 import type { CallRecord, CallStore } from '../calls/store.js'
 import type { IngestPool } from '../calls/ingest-pool.js'
 import type { IngestTask } from '../calls/prepare.js'
@@ -113,9 +113,9 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
       handler: async (ctx) => {
         const b = ctx.body
         if (b.display_name === undefined || b.display_name === null)
-          throw new ApiError(400, 'One of [display_name] is required for call update')
+          throw new DomainError(400, 'One of [display_name] is required for call update')
         const id = b.call_id
-        if (!(await store.read(b.project_id, id))) throw new ApiError(404, `Call ${JSON.stringify(id)} not found`)
+        if (!(await store.read(b.project_id, id))) throw new DomainError(404, `Call ${JSON.stringify(id)} not found`)
         await store.ingest([{ kind: 'update', project_id: b.project_id, id, display_name: b.display_name }])
         return { body: {} }
       },
@@ -132,7 +132,7 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
       project: bodyProject,
       handler: async (ctx) => {
         const { project_id, call_ids } = ctx.body
-        if (call_ids.length > 1000) throw new ApiError(413, 'Request too large: at most 1000 call ids per delete')
+        if (call_ids.length > 1000) throw new DomainError(413, 'Request too large: at most 1000 call ids per delete')
         const ids = await store.withDescendants(project_id, call_ids)
         const now = (BigInt(Date.now()) * 1000n).toString()
         await store.ingest(ids.map((id) => ({ kind: 'delete' as const, project_id, id, deleted_us: now })))
@@ -173,7 +173,7 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
         const limit = Math.min(ctx.body.limit ?? Infinity, maxQueryRows + 1)
         const calls = await store.query(ctx.body.project_id, { ...ctx.body, limit })
         if (calls.length > maxQueryRows) {
-          throw new ApiError(413, `More than ${maxQueryRows} calls match: page with limit and offset, or use /calls/stream_query`)
+          throw new DomainError(413, `More than ${maxQueryRows} calls match: page with limit and offset, or use /calls/stream_query`)
         }
         const cost = await costed(ctx.body.project_id, ctx.body.include_costs)
         return { body: { calls: calls.map((c) => pickColumns(cost(c), ctx.body.columns)) } }
@@ -191,7 +191,7 @@ export function callRoutes(store: CallStore, pool: IngestPool, maxQueryRows: num
       project: bodyProject,
       handler: async (ctx) => {
         const b = ctx.body
-        if (b.limit !== undefined && b.limit !== null && b.limit < 1) throw new ApiError(400, 'limit must be at least 1')
+        if (b.limit !== undefined && b.limit !== null && b.limit < 1) throw new DomainError(400, 'limit must be at least 1')
         const query = b.query as { $expr: unknown } | null | undefined
         // Counts the rollups can answer (no query, filter on op, root, user, run) are read from them.
         const fast = query ? null : await stats.count(b.project_id, b.filter)

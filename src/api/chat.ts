@@ -1,17 +1,17 @@
 import { randomUUID } from 'node:crypto'
 import { Type } from '@sinclair/typebox'
-import { ApiError } from '../http/errors.js'
-import { route, type Ctx, type Reply, type RouteDef } from '../http/route.js'
+import { DomainError } from '../core/errors.js'
+import { route, type Ctx, type Reply, type RouteDef } from './route.js'
 import { ChatCompletionReqSchema, ChatCompletionResSchema, type ChatCompletionReq, type ChatMessage } from '../schemas/chat.js'
 import type { ModelPool as ModelServer, RequestEvents } from '../inference/client.js'
 import type { GenerateRequest, TokenLogprob, WorkerEvent } from '../inference/protocol.js'
 import type { TemplateMessage } from '../inference/tokenizer.js'
-import { VERSION } from '../version.js'
+import { VERSION } from '../core/version.js'
 import { ProjectIdSchema } from '../schemas/common.js'
 import { startPart, endPart } from '../calls/parts.js'
 import { uuidv7 } from '../calls/ids.js'
 import type { CallStore } from '../calls/store.js'
-import type { Principal } from '../auth/keys.js'
+import type { Principal } from '../catalog/keys.js'
 
 export interface ChatOptions {
   models: ModelServer[]
@@ -95,7 +95,7 @@ async function record(
   }
 }
 
-const bad = (message: string, param: string | null = null) => new ApiError(400, message, { param })
+const bad = (message: string, param: string | null = null) => new DomainError(400, message, { param })
 
 /** Fields whose feature comes with a later piece of work: refused clearly rather than ignored. */
 function refuseNotYet(b: ChatCompletionReq): void {
@@ -211,13 +211,13 @@ function toGenerate(b: ChatCompletionReq, id: string): GenerateRequest {
 /** The first event decides the HTTP status: accepted, or an error answered in the envelope. */
 async function accepted(events: RequestEvents): Promise<Extract<WorkerEvent, { type: 'accepted' }>> {
   const first = await events.next()
-  if (!first) throw new ApiError(400, 'Client disconnected')
+  if (!first) throw new DomainError(400, 'Client disconnected')
   if (first.type === 'error')
-    throw new ApiError(first.status, first.message, {
+    throw new DomainError(first.status, first.message, {
       param: first.param ?? null,
-      headers: first.status === 429 ? { 'retry-after': '1' } : undefined,
+      retryAfterS: first.status === 429 ? 1 : undefined,
     })
-  if (first.type !== 'accepted') throw new ApiError(500, 'Internal server error')
+  if (first.type !== 'accepted') throw new DomainError(500, 'Internal server error')
   return first
 }
 
@@ -261,7 +261,7 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
   const pick = (name: string | null | undefined): ModelServer => {
     if (!name) return o.models[0]!
     const m = byName.get(name)
-    if (!m) throw new ApiError(404, `The model \`${name}\` does not exist.`, { param: 'model' })
+    if (!m) throw new DomainError(404, `The model \`${name}\` does not exist.`, { param: 'model' })
     return m
   }
 
@@ -296,7 +296,7 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
       for await (const e of events) {
         if (e.type === 'error') {
           await record(o, ctx, project, name, model.info.backend, id, started, { choices: [], usage, timings: null, error: e.message })
-          throw new ApiError(e.status, e.message, { param: e.param ?? null })
+          throw new DomainError(e.status, e.message, { param: e.param ?? null })
         }
         if (e.type === 'finish') {
           choices[e.choice] = {
@@ -329,19 +329,17 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
       }
       const complete = !choices.some((c) => c === undefined) && choices.length === n
       await record(o, ctx, project, name, model.info.backend, id, started, {
-        choices: choices
-          .filter(Boolean)
-          .map((c) => ({
-            index: c.index as number,
-            message: c.message as { role: string; content: string },
-            finish_reason: c.finish_reason as string,
-            stop_reason: c.stop_reason as string | number | null,
-          })),
+        choices: choices.filter(Boolean).map((c) => ({
+          index: c.index as number,
+          message: c.message as { role: string; content: string },
+          finish_reason: c.finish_reason as string,
+          stop_reason: c.stop_reason as string | number | null,
+        })),
         usage,
         timings,
         error: complete ? null : 'Client disconnected',
       })
-      if (!complete) throw new ApiError(400, 'Client disconnected')
+      if (!complete) throw new DomainError(400, 'Client disconnected')
       return {
         body: {
           id,
@@ -510,7 +508,7 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
             returnTokenStrs: b.return_token_strs === true,
           })
           .catch((e: Error & { status?: number }) => {
-            throw new ApiError(e.status ?? 500, e.message)
+            throw new DomainError(e.status ?? 500, e.message)
           })
         if (r.ids.length > model.info.maxModelLen)
           throw bad(
@@ -531,7 +529,7 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
       handler: async (ctx) => {
         const model = pick(ctx.body.model)
         const prompt = await model.detokenize(ctx.body.tokens).catch((e: Error & { status?: number }) => {
-          throw new ApiError(e.status ?? 500, e.message)
+          throw new DomainError(e.status ?? 500, e.message)
         })
         return { body: { prompt } }
       },

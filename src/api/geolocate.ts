@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
-import { ApiError, validationError } from '../http/errors.js'
-import { route, type RouteDef } from '../http/route.js'
+import { DomainError, validationError } from '../core/errors.js'
+import { route, type RouteDef } from './route.js'
 import type { GeoIndex } from '../geo/index.js'
 
 const GeolocateQuerySchema = Type.Object({
@@ -44,11 +44,11 @@ export function geolocateRoutes(geo: () => Promise<GeoIndex>, denyList: readonly
         const ip = ctx.query.ip ?? ctx.clientIp
         const found = (await geo()).lookup(ip)
         if (!found.ok && found.error === 'invalid_ip') {
-          if (!asked) throw new ApiError(404, `The client address ${JSON.stringify(ip)} cannot be located`)
+          if (!asked) throw new DomainError(404, `The client address ${JSON.stringify(ip)} cannot be located`)
           throw validationError([{ loc: ['query', 'ip'], msg: 'Input is not a valid IPv4 or IPv6 address', type: 'ip_any_address' }])
         }
         if (!found.ok) {
-          throw new ApiError(404, `No location is known for ${found.ip} (private, reserved or unallocated address)`)
+          throw new DomainError(404, `No location is known for ${found.ip} (private, reserved or unallocated address)`)
         }
         const { result } = found
         const l = result.location

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import { version as duckdbVersion } from '@duckdb/node-api'
-import { route, type RouteDef } from '../http/route.js'
-import { buildOpenApi } from '../http/openapi.js'
-import { MIN_WEAVE_PYTHON_VERSION, VERSION } from '../version.js'
+import { route, type RouteDef } from './route.js'
+import { buildOpenApi } from './openapi.js'
+import { MIN_WEAVE_PYTHON_VERSION, VERSION } from '../core/version.js'
 
 const HealthSchema = Type.Object({ status: Type.Literal('ok') })
 const VersionSchema = Type.Object({

@@ -1,8 +1,8 @@
 import busboy from 'busboy'
 import { Type } from '@sinclair/typebox'
-import { canAccess } from '../auth/keys.js'
-import { ApiError } from '../http/errors.js'
-import { bodyProject, route, type Ctx, type RouteDef } from '../http/route.js'
+import { canAccess } from '../catalog/keys.js'
+import { DomainError } from '../core/errors.js'
+import { bodyProject, route, type Ctx, type RouteDef } from './route.js'
 import type { ObjectStore } from '../catalog/objects.js'
 import { Nullable, ProjectIdSchema } from '../schemas/common.js'
 
@@ -43,7 +43,7 @@ const FileContentReqSchema = Type.Object(
 function checkObjectId(id: string): void {
   // Weave answers InvalidFieldError (403) here, not a validation error.
   if (!OBJECT_ID.test(id))
-    throw new ApiError(
+    throw new DomainError(
       403,
       `Invalid object_id ${JSON.stringify(id.slice(0, 200))}: only letters, digits, '_', '.' and '-', at most 128 characters`,
     )
@@ -56,7 +56,7 @@ function parseMultipart(ctx: Ctx, maxBytes: number): Promise<{ fields: Record<st
     try {
       bb = busboy({ headers: { 'content-type': ctx.headers['content-type'] }, limits: { files: 1, fields: 16, fileSize: maxBytes } })
     } catch (e) {
-      reject(new ApiError(400, `Expected a multipart/form-data body: ${(e as Error).message}`))
+      reject(new DomainError(400, `Expected a multipart/form-data body: ${(e as Error).message}`))
       return
     }
     const fields: Record<string, string> = {}
@@ -67,7 +67,7 @@ function parseMultipart(ctx: Ctx, maxBytes: number): Promise<{ fields: Record<st
       stream.on('data', (c: Buffer) => chunks.push(c))
       stream.on('end', () => (file = Buffer.concat(chunks)))
     })
-    bb.on('error', (e) => reject(new ApiError(400, `Malformed multipart body: ${(e as Error).message}`)))
+    bb.on('error', (e) => reject(new DomainError(400, `Malformed multipart body: ${(e as Error).message}`)))
     bb.on('close', () => resolve({ fields, file }))
     bb.end(ctx.rawBody ?? Buffer.alloc(0))
   })
@@ -92,7 +92,7 @@ export function objectRoutes(objects: ObjectStore, maxBodyBytes: number): RouteD
         checkObjectId(o.object_id)
         const created = await objects.create(o.project_id, o.object_id, o.val, ctx.principal?.userId ?? 'anonymous')
         if (o.expected_digest && o.expected_digest !== created.digest) {
-          throw new ApiError(409, `Digest mismatch: expected ${o.expected_digest}, computed ${created.digest}`)
+          throw new DomainError(409, `Digest mismatch: expected ${o.expected_digest}, computed ${created.digest}`)
         }
         return { body: created }
       },
@@ -109,9 +109,9 @@ export function objectRoutes(objects: ObjectStore, maxBodyBytes: number): RouteD
       handler: async (ctx) => {
         const b = ctx.body
         const obj = await objects.read(b.project_id, b.object_id, b.digest, b.metadata_only === true)
-        if (!obj) throw new ApiError(404, `Obj ${b.object_id}:${b.digest} not found`)
+        if (!obj) throw new DomainError(404, `Obj ${b.object_id}:${b.digest} not found`)
         if (obj.deleted_at)
-          throw new ApiError(404, `${b.object_id}:v${obj.version_index} was deleted at ${obj.deleted_at}`, {
+          throw new DomainError(404, `${b.object_id}:v${obj.version_index} was deleted at ${obj.deleted_at}`, {
             extra: { deleted_at: obj.deleted_at },
           })
         return { body: { obj } }
@@ -130,13 +130,13 @@ export function objectRoutes(objects: ObjectStore, maxBodyBytes: number): RouteD
         const { fields, file } = await parseMultipart(ctx, maxBodyBytes)
         const project = fields.project_id
         if (!project || !/^[^/\s]+\/[^/\s]+$/.test(project) || project.length > 256)
-          throw new ApiError(400, 'Form field project_id must be "entity/project"')
+          throw new DomainError(400, 'Form field project_id must be "entity/project"')
         if (ctx.principal && !canAccess(ctx.principal, project.slice(0, project.indexOf('/'))))
-          throw new ApiError(403, `This API key may not access ${project}`)
-        if (!file) throw new ApiError(400, 'Form field file is missing')
+          throw new DomainError(403, `This API key may not access ${project}`)
+        if (!file) throw new DomainError(400, 'Form field file is missing')
         const digest = await objects.createFile(project, file)
         if (fields.expected_digest && fields.expected_digest !== digest)
-          throw new ApiError(409, `Digest mismatch: expected ${fields.expected_digest}, computed ${digest}`)
+          throw new DomainError(409, `Digest mismatch: expected ${fields.expected_digest}, computed ${digest}`)
         return { body: { digest } }
       },
     }),
@@ -151,7 +151,7 @@ export function objectRoutes(objects: ObjectStore, maxBodyBytes: number): RouteD
       project: bodyProject,
       handler: async (ctx) => {
         const content = await objects.readFile(ctx.body.project_id, ctx.body.digest)
-        if (!content) throw new ApiError(404, `File ${ctx.body.digest} not found`)
+        if (!content) throw new DomainError(404, `File ${ctx.body.digest} not found`)
         return { raw: content, contentType: 'application/octet-stream' }
       },
     }),

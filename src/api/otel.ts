@@ -1,5 +1,5 @@
-import { ApiError } from '../http/errors.js'
-import { route, type Ctx, type RouteDef } from '../http/route.js'
+import { DomainError } from '../core/errors.js'
+import { route, type Ctx, type RouteDef } from './route.js'
 import type { CallStore } from '../calls/store.js'
 import type { IngestPool } from '../calls/ingest-pool.js'
 import { encodeResponse } from '../otel/otlp.js'
@@ -10,7 +10,7 @@ export function otelRoutes(store: CallStore, pool: IngestPool, maxBodyBytes: num
     const type = ctx.headers['content-type'].split(';')[0]!.trim().toLowerCase()
     const isJson = type === 'application/json'
     if (!isJson && type !== 'application/x-protobuf' && type !== 'application/protobuf') {
-      throw new ApiError(415, 'OTLP/HTTP bodies must be application/x-protobuf or application/json')
+      throw new DomainError(415, 'OTLP/HTTP bodies must be application/x-protobuf or application/json')
     }
     const p = ctx.principal!
     const { record, count, reply } = await pool.prepare({

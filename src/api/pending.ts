@@ -1,5 +1,5 @@
-import { ApiError } from '../http/errors.js'
-import { bodyProject, pathProject, route, type Ctx, type RouteDef } from '../http/route.js'
+import { DomainError } from '../core/errors.js'
+import { bodyProject, pathProject, route, type Ctx, type RouteDef } from './route.js'
 import { NumDeletedSchema } from '../schemas/common.js'
 import { ObjQueryReqSchema, ObjQueryResSchema } from '../schemas/objects.js'
 import {
@@ -15,7 +15,7 @@ import {
 import { chatCompletionsRoute, modelsRoute } from './chat.js'
 
 function unknownInference(ctx: Ctx): never {
-  throw new ApiError(
+  throw new DomainError(
     404,
     `No inference endpoint ${ctx.method} /inference/v1${ctx.params.path}; this server offers /inference/v1/chat/completions and /inference/v1/models`,
   )

@@ -1,4 +1,4 @@
-import { bodyProject, route, type RouteDef } from '../http/route.js'
+import { bodyProject, route, type RouteDef } from './route.js'
 import { CallStatsReqSchema, CallStatsResSchema, CallsUsageReqSchema, CallsUsageResSchema, TraceUsageReqSchema } from '../schemas/calls.js'
 import { CostCreateReqSchema, CostCreateResSchema, CostPurgeReqSchema, CostQueryReqSchema, CostQueryResSchema } from '../schemas/costs.js'
 import type { Prices } from '../catalog/prices.js'

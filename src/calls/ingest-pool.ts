@@ -1,7 +1,7 @@
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
-import { ApiError } from '../http/errors.js'
+import { DomainError } from '../core/errors.js'
 import { ingestError, type IngestResult, type IngestTask } from './prepare.js'
 
 export interface IngestPoolOptions {
@@ -30,7 +30,7 @@ export class IngestPool {
 
   /**
    * The encoded parts of a request body (a log record) and the reply for it; a bad body throws its
-   * ApiError. A large body that is the only view of its memory moves to the worker instead of being
+   * DomainError. A large body that is the only view of its memory moves to the worker instead of being
    * copied (the caller must not read it afterwards); results move back the same way.
    */
   async prepare(task: IngestTask): Promise<{ record: Buffer; count: number; reply: unknown; replyJson?: Buffer }> {
@@ -42,12 +42,10 @@ export class IngestPool {
     } catch (e) {
       const message = (e as Error).message
       if (message === 'Task queue is at limit') {
-        throw new ApiError(503, 'Too many ingest requests are waiting; retry shortly', { headers: { 'retry-after': '1' } })
+        throw new DomainError(503, 'Too many ingest requests are waiting; retry shortly', { retryAfterS: 1 })
       }
       // The worker died (out of memory, a crash): only this request fails; Piscina starts another.
-      throw new ApiError(503, `The ingest worker failed on this request and nothing was written: ${message}`, {
-        headers: { 'retry-after': '1' },
-      })
+      throw new DomainError(503, `The ingest worker failed on this request and nothing was written: ${message}`, { retryAfterS: 1 })
     }
     if (!r.ok) throw ingestError(r)
     const buf = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength)

@@ -1,4 +1,4 @@
-import { ApiError } from '../http/errors.js'
+import { DomainError } from '../core/errors.js'
 import type { EndedCall, StartedCall } from '../schemas/calls-write.js'
 import { isCallId, isTraceId, uuidv7 } from './ids.js'
 import type { CallPart } from './store.js'
@@ -9,12 +9,12 @@ const ISO = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9})
 /** ISO 8601 → microseconds since the epoch, exactly (Date keeps only milliseconds). Naive times are UTC. */
 export function microsOf(text: string, field: string): string {
   const m = ISO.exec(text)
-  if (!m) throw new ApiError(400, `${field} is not an ISO 8601 timestamp: ${JSON.stringify(text.slice(0, 64))}`)
+  if (!m) throw new DomainError(400, `${field} is not an ISO 8601 timestamp: ${JSON.stringify(text.slice(0, 64))}`)
   const [, y, mo, d, h, mi, s, frac, tz] = m
   const ms = Date.UTC(+y!, +mo! - 1, +d!, +h!, +mi!, +s!)
   const check = new Date(ms)
   if (Number.isNaN(ms) || check.getUTCDate() !== +d! || check.getUTCHours() !== +h! || +s! > 59) {
-    throw new ApiError(400, `${field} is not a valid date and time: ${JSON.stringify(text)}`)
+    throw new DomainError(400, `${field} is not a valid date and time: ${JSON.stringify(text)}`)
   }
   let offsetMin = 0
   if (tz && tz !== 'Z' && tz !== 'z') {
@@ -28,7 +28,7 @@ export function microsOf(text: string, field: string): string {
 
 function checkCallId(id: string, field: string): void {
   if (!isCallId(id))
-    throw new ApiError(400, `Invalid ${field} ${JSON.stringify(id.slice(0, 80))}: expected 16 lowercase hex digits or a lowercase UUID`)
+    throw new DomainError(400, `Invalid ${field} ${JSON.stringify(id.slice(0, 80))}: expected 16 lowercase hex digits or a lowercase UUID`)
 }
 
 /** Every string inside a value that is a Weave ref URI, for the input_refs/output_refs filters. */
@@ -51,13 +51,13 @@ export function startPart(s: StartedCall, userId: string): CallPart {
   checkCallId(id, 'call id')
   const traceId = s.trace_id ?? uuidv7()
   if (!isTraceId(traceId))
-    throw new ApiError(
+    throw new DomainError(
       400,
       `Invalid trace_id ${JSON.stringify(traceId.slice(0, 80))}: expected 32 lowercase hex digits or a lowercase UUID`,
     )
   if (s.parent_id) checkCallId(s.parent_id, 'parent_id')
   if (!s.op_name.startsWith('weave:///') && s.op_name.length > 128)
-    throw new ApiError(400, 'op_name must be at most 128 characters unless it is an op ref')
+    throw new DomainError(400, 'op_name must be at most 128 characters unless it is an op ref')
   return {
     kind: 'start',
     project_id: s.project_id,

@@ -1,9 +1,9 @@
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
-import { canAccess } from '../auth/principal.js'
-import { ApiError, validationError, type Detail } from '../http/errors.js'
-import { parseJson } from '../http/json-body.js'
-import { compileValidator } from '../http/validation.js'
+import { canAccess } from '../core/principal.js'
+import { DomainError, validationError, type Detail } from '../core/errors.js'
+import { parseJson } from '../core/json.js'
+import { compileValidator } from '../schemas/validate.js'
 import { decodeProtobuf, spansToParts, type ExportRequest } from '../otel/otlp.js'
 import {
   CallCreateBatchReqSchema,
@@ -63,7 +63,7 @@ export async function prepareIngest(task: IngestTask): Promise<IngestResult> {
     if (task.route === 'otel') return { ok: true, record, count: parts.length, reply }
     return { ok: true, record, count: parts.length, reply: null, replyJson: ownBuffer(JSON.stringify(reply)) }
   } catch (e) {
-    if (e instanceof ApiError) return { ok: false, status: e.status, message: e.message, ...(e.details ? { details: e.details } : {}) }
+    if (e instanceof DomainError) return { ok: false, status: e.status, message: e.message, ...(e.details ? { details: e.details } : {}) }
     return { ok: false, status: 400, message: `Malformed ${task.route === 'otel' ? 'OTLP ' : ''}request: ${(e as Error).message}` }
   }
 }
@@ -74,9 +74,9 @@ function ownBuffer(text: string): Buffer {
   return b
 }
 
-/** The ApiError a failed IngestResult stands for, on the main thread. */
-export function ingestError(r: Extract<IngestResult, { ok: false }>): ApiError {
-  return r.details ? validationError(r.details) : new ApiError(r.status, r.message)
+/** The DomainError a failed IngestResult stands for, on the main thread. */
+export function ingestError(r: Extract<IngestResult, { ok: false }>): DomainError {
+  return r.details ? validationError(r.details) : new DomainError(r.status, r.message)
 }
 
 /** The body, with large JSON values kept as bytes when the fast path takes it (see raw-json.ts). */
@@ -86,7 +86,7 @@ function parseBody(task: IngestTask): unknown {
 
 function checkProject(task: IngestTask, projectId: string): void {
   const entity = projectId.slice(0, projectId.indexOf('/'))
-  if (!canAccess(task, entity)) throw new ApiError(403, `This API key may not access entity ${JSON.stringify(entity)}`)
+  if (!canAccess(task, entity)) throw new DomainError(403, `This API key may not access entity ${JSON.stringify(entity)}`)
 }
 
 function validated<T>(value: unknown, check: (v: unknown) => Detail[] | null): T {
@@ -132,7 +132,7 @@ function batchItem(
   item: { mode?: string; req: Record<string, unknown> },
   index: number,
   task: IngestTask,
-): { part: CallPart; res: unknown } | { error: ApiError } {
+): { part: CallPart; res: unknown } | { error: DomainError } {
   const mode = item.mode ?? ('start' in item.req ? 'start' : 'end')
   const relocate = (problems: Detail[], key: string) =>
     problems.map((d) => ({ ...d, loc: ['body', 'batch', index, 'req', key, ...d.loc.slice(1)] }))
@@ -152,9 +152,9 @@ function batchItem(
       checkProject(task, end.project_id)
       return { part: endPart(end), res: {} }
     }
-    throw new ApiError(400, `Invalid mode ${JSON.stringify(mode)}: expected "start" or "end"`)
+    throw new DomainError(400, `Invalid mode ${JSON.stringify(mode)}: expected "start" or "end"`)
   } catch (e) {
-    if (e instanceof ApiError) return { error: e }
+    if (e instanceof DomainError) return { error: e }
     throw e
   }
 }
@@ -169,10 +169,10 @@ async function decompress(body: Uint8Array, encoding: string, limit: number): Pr
     if (enc === 'deflate') return await inflate(body, opts)
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE')
-      throw new ApiError(413, `Decompressed body is larger than ${limit} bytes`)
-    throw new ApiError(400, `Body is not valid ${enc} data`)
+      throw new DomainError(413, `Decompressed body is larger than ${limit} bytes`)
+    throw new DomainError(400, `Body is not valid ${enc} data`)
   }
-  throw new ApiError(415, `Unsupported Content-Encoding ${JSON.stringify(enc)}: send gzip, deflate or none`)
+  throw new DomainError(415, `Unsupported Content-Encoding ${JSON.stringify(enc)}: send gzip, deflate or none`)
 }
 
 async function otel(task: IngestTask): Promise<{ parts: CallPart[]; reply: unknown }> {
@@ -183,10 +183,11 @@ async function otel(task: IngestTask): Promise<{ parts: CallPart[]; reply: unkno
     try {
       req = JSON.parse(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('utf8')) as ExportRequest
     } catch {
-      throw new ApiError(400, 'Body is not valid JSON')
+      throw new DomainError(400, 'Body is not valid JSON')
     }
-    if (!req || typeof req !== 'object' || Array.isArray(req)) throw new ApiError(400, 'Body must be an ExportTraceServiceRequest object')
-    if (req.resourceSpans !== undefined && !Array.isArray(req.resourceSpans)) throw new ApiError(400, 'resourceSpans must be a list')
+    if (!req || typeof req !== 'object' || Array.isArray(req))
+      throw new DomainError(400, 'Body must be an ExportTraceServiceRequest object')
+    if (req.resourceSpans !== undefined && !Array.isArray(req.resourceSpans)) throw new DomainError(400, 'resourceSpans must be a list')
   } else req = decodeProtobuf(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength))
   const conv = spansToParts(req, o.projectHeader, task.userId, (project) => canAccess(task, project.slice(0, project.indexOf('/'))))
   return { parts: conv.parts, reply: { rejected: conv.rejected, message: conv.errors.join('; ') } }

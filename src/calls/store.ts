@@ -12,7 +12,9 @@ import {
   type Manifest,
   type Segment,
 } from './segments.js'
-import { ApiError } from '../http/errors.js'
+import { DomainError } from '../core/errors.js'
+import { isoFromMicros } from '../core/time.js'
+import type { CallSource } from './source.js'
 import type { RawJson } from './raw-json.js'
 import { PARTS_JSON_TYPE, USAGE_FIELDS, encodeParts, type UsageRow } from './parts.js'
 import { CALL_COLUMNS, DERIVED, Params, compileQuery, fieldSql } from '../query/expr.js'
@@ -201,7 +203,7 @@ export interface StoreOptions {
  * over the segments and the tail, so they see every acknowledged write. On start the manifest's
  * logs are replayed into the tail.
  */
-export class CallStore {
+export class CallStore implements CallSource {
   private seq = 0n
   private tailRows = 0
   private tailSince = 0
@@ -351,7 +353,7 @@ export class CallStore {
    */
   async ingestRecord(record: Buffer, count: number): Promise<void> {
     if (count === 0) return
-    if (this.closed) throw new ApiError(503, 'The calls store is closed')
+    if (this.closed) throw new DomainError(503, 'The calls store is closed')
     if (this.tailFailure) throw this.failedError()
     // Log and generation are taken together: a flush may switch logs while this append waits.
     const wal = this.wal
@@ -412,8 +414,8 @@ export class CallStore {
     await new Promise<void>((resolve) => this.visibleWaiters.push({ target, resolve }))
   }
 
-  private failedError(): ApiError {
-    return new ApiError(
+  private failedError(): DomainError {
+    return new DomainError(
       503,
       `The calls store could not add acknowledged writes to its tail (${(this.tailFailure as Error).message}); they are kept in its log and come back at the next start: restart the server`,
     )
@@ -639,6 +641,21 @@ export class CallStore {
   /** The DuckDB instance holding the tail and the `all_parts` view, for modules that keep tables beside them. */
   get duck(): DuckDBInstance {
     return this.db
+  }
+
+  /** A new connection to the database holding `all_parts` (see CallSource). */
+  connect(): Promise<DuckDBConnection> {
+    return this.db.connect()
+  }
+
+  /** Parts held in segments. */
+  get segmentRows(): number {
+    return this.manifest.segments.reduce((a, s) => a + s.rows, 0)
+  }
+
+  /** See merged(). */
+  mergedSql(columns: readonly string[] = FOLDED, refs = true): string {
+    return merged(columns, refs)
   }
 
   /** Id ranges splitting the segments into about n parts (see idBounds). */
@@ -923,7 +940,7 @@ export class CallStore {
  */
 function interruptAfter(conn: DuckDBConnection, ms: number) {
   let timedOut = false
-  const fail = () => new ApiError(504, `Query took longer than ${ms} ms and was stopped; narrow the filter or page with limit`)
+  const fail = () => new DomainError(504, `Query took longer than ${ms} ms and was stopped; narrow the filter or page with limit`)
   return async <T>(p: () => Promise<T>): Promise<T> => {
     if (timedOut) throw fail()
     const t = setTimeout(() => {
@@ -945,7 +962,7 @@ function interruptAfter(conn: DuckDBConnection, ms: number) {
 
 /** Filter lists are bounded (each becomes a bound list parameter): past the bound, 400. */
 export function checkFilterList(name: string, values: readonly unknown[]): void {
-  if (values.length > MAX_FILTER_LIST) throw new ApiError(400, `filter.${name} has more than ${MAX_FILTER_LIST} entries`)
+  if (values.length > MAX_FILTER_LIST) throw new DomainError(400, `filter.${name} has more than ${MAX_FILTER_LIST} entries`)
 }
 
 /** `filter.op_names` as a condition on a column `op_name`; `weave:///e/p/op/name:*` matches every version. */
@@ -996,16 +1013,6 @@ function walNumber(name: string): number {
 function union(a: string[] | null | undefined, b: string[] | null | undefined): string[] | undefined {
   if (!a && !b) return undefined
   return [...new Set([...(a ?? []), ...(b ?? [])])]
-}
-
-/** Microseconds since the epoch → ISO 8601 with microseconds and Z, as Weave writes timestamps. */
-export function isoFromMicros(us: bigint | number | null): string | null {
-  if (us === null || us === undefined) return null
-  const b = BigInt(us)
-  const ms = b / 1000n
-  const micro = Number(((b % 1_000_000n) + 1_000_000n) % 1_000_000n)
-  const base = new Date(Number(ms)).toISOString().slice(0, 19)
-  return `${base}.${String(micro).padStart(6, '0')}Z`
 }
 
 const parse = (v: unknown) => (v === null || v === undefined ? null : JSON.parse(String(v)))

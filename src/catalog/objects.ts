@@ -1,7 +1,7 @@
 import { blobValue } from '@duckdb/node-api'
 import type { Catalog } from './db.js'
 import { digestBytes, valueDigest } from './digest.js'
-import { isoFromMicros } from '../calls/store.js'
+import { isoFromMicros } from '../core/time.js'
 
 export interface ObjectVersion {
   project_id: string

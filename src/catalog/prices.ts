@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
 import { listValue } from '@duckdb/node-api'
-import { ApiError } from '../http/errors.js'
-import { ROOT_DIR } from '../version.js'
+import { DomainError } from '../core/errors.js'
+import { ROOT_DIR } from '../core/version.js'
 import type { Catalog } from './db.js'
 
 /** One price of a model: USD (or `*_unit`) per token, from `effective_date` on. */
@@ -145,14 +145,14 @@ function evaluate(e: unknown, row: Record<string, unknown>): unknown {
   if (Array.isArray(e)) return e.map((x) => evaluate(x, row))
   const [[op, arg]] = Object.entries(e as Expr) as [[string, unknown]]
   const args = () => {
-    if (!Array.isArray(arg)) throw new ApiError(400, `${op} takes a list of operands`)
+    if (!Array.isArray(arg)) throw new DomainError(400, `${op} takes a list of operands`)
     return arg.map((a) => evaluate(a, row))
   }
   switch (op) {
     case '$literal':
       return arg
     case '$getField':
-      if (typeof arg !== 'string' || !(arg in row)) throw new ApiError(400, `Unknown cost field ${JSON.stringify(arg)}`)
+      if (typeof arg !== 'string' || !(arg in row)) throw new DomainError(400, `Unknown cost field ${JSON.stringify(arg)}`)
       return row[arg]
     case '$and':
       return args().every(Boolean)
@@ -183,13 +183,13 @@ function evaluate(e: unknown, row: Record<string, unknown>): unknown {
       return c.case_insensitive ? s.toLowerCase().includes(sub.toLowerCase()) : s.includes(sub)
     }
     default:
-      throw new ApiError(400, `Unsupported operator ${op} in a cost query`)
+      throw new DomainError(400, `Unsupported operator ${op} in a cost query`)
   }
 }
 
 /** Ids named by a purge query: `$eq` on id, `$in` on id, or an `$or` of such `$eq`s (reference §6.1). */
 function purgeIds(q: unknown): string[] {
-  const fail = () => new ApiError(400, 'Can only purge costs by specifying one or more cost ids')
+  const fail = () => new DomainError(400, 'Can only purge costs by specifying one or more cost ids')
   const e = (q as { $expr?: Expr } | null)?.$expr
   const idOf = (x: unknown) => {
     if ((x as Expr)?.$getField !== 'id') throw fail()
@@ -262,7 +262,7 @@ export class Prices {
       for (const [llm, c] of Object.entries(costs)) {
         const id = randomUUID()
         const eff = c.effective_date ? Date.parse(c.effective_date) : now
-        if (!Number.isFinite(eff)) throw new ApiError(400, `costs.${llm}.effective_date is not a date`)
+        if (!Number.isFinite(eff)) throw new DomainError(400, `costs.${llm}.effective_date is not a date`)
         await tx.run(
           `INSERT INTO llm_token_prices VALUES ($1, 'project', $2, $3, $4, make_timestamp($5::BIGINT * 1000), $6, $7, $8, $9, $10, $11, $12, make_timestamp($13::BIGINT * 1000))`,
           [
@@ -303,7 +303,7 @@ export class Prices {
     const own = (await this.forProject(project)).filter((r) => r.pricing_level === 'project').map(toOutput)
     for (const f of [...(req.fields ?? []), ...(req.sort_by ?? []).map((s) => s.field)]) {
       if (!(COST_FIELDS as readonly string[]).includes(f))
-        throw new ApiError(400, `Unknown cost field ${JSON.stringify(f)}; fields are ${COST_FIELDS.join(', ')}`)
+        throw new DomainError(400, `Unknown cost field ${JSON.stringify(f)}; fields are ${COST_FIELDS.join(', ')}`)
     }
     let rows = req.query ? own.filter((r) => Boolean(evaluate(req.query!.$expr, r))) : own
     const sort = req.sort_by?.length ? req.sort_by : [{ field: 'effective_date', direction: 'desc' as const }]

@@ -1,14 +1,15 @@
-import { parseJson } from './json-body.js'
+import { parseJson } from '../core/json.js'
 import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Logger } from 'pino'
-import { canAccess, type KeyStore, type Principal } from '../auth/keys.js'
-import { ApiError, errorReply, toApiError, validationError, type Family } from './errors.js'
+import { canAccess, type KeyStore, type Principal } from '../catalog/keys.js'
+import { DomainError, toDomainError, validationError } from '../core/errors.js'
+import { HttpError, errorReply, type Family } from './errors.js'
 import { credentialsOf } from './credentials.js'
 import { clientIpOf } from './client-ip.js'
 import { Router, type Method } from './router.js'
-import type { Ctx, Reply, RequestHeaders, RouteDef } from './route.js'
-import { compileValidator, type Validator } from './validation.js'
+import type { Ctx, Reply, RequestHeaders, RouteDef } from '../api/route.js'
+import { compileValidator, type Validator } from '../schemas/validate.js'
 
 /**
  * One HTTP exchange as the pipeline sees it. The uWebSockets.js server implements it; so does the
@@ -23,7 +24,7 @@ export interface Exchange {
   peerAddress(): string
   readonly aborted: boolean
   onAbort(cb: () => void): void
-  /** Resolves with the whole body; rejects with a 413 ApiError past `limit` bytes. */
+  /** Resolves with the whole body; rejects with a 413 DomainError past `limit` bytes. */
   readBody(limit: number): Promise<Buffer>
   send(status: number, headers: [string, string][], body: string | Buffer, close: boolean): void
   beginStream(status: number, headers: [string, string][]): void
@@ -109,17 +110,17 @@ export class App {
     let principal: Principal | null = null
     this.inFlight++
     try {
-      if (this.draining) throw new ApiError(503, 'Server is shutting down', { headers: { 'retry-after': '1' } })
+      if (this.draining) throw new DomainError(503, 'Server is shutting down', { retryAfterS: 1 })
       if (ex.method === 'OPTIONS') {
         status = this.preflight(ex, base)
         return
       }
       const m = this.match(ex.method, ex.path)
-      if (m.kind === 'not_found') throw new ApiError(404, `No route for ${ex.method} ${ex.path}`)
-      if (m.kind === 'bad_path') throw new ApiError(400, m.message)
+      if (m.kind === 'not_found') throw new DomainError(404, `No route for ${ex.method} ${ex.path}`)
+      if (m.kind === 'bad_path') throw new DomainError(400, m.message)
       if (m.kind === 'method_not_allowed') {
-        throw new ApiError(405, `Method ${ex.method} not allowed on ${ex.path}; allowed: ${m.allow.join(', ')}`, {
-          headers: { allow: m.allow.join(', ') },
+        throw new HttpError(405, `Method ${ex.method} not allowed on ${ex.path}; allowed: ${m.allow.join(', ')}`, {
+          allow: m.allow.join(', '),
         })
       }
       const { def } = m.route
@@ -132,18 +133,18 @@ export class App {
         if (project !== undefined) {
           const entity = project.slice(0, project.indexOf('/'))
           if (!canAccess(principal, entity)) {
-            throw new ApiError(403, `This API key may not access entity ${JSON.stringify(entity)}`)
+            throw new DomainError(403, `This API key may not access entity ${JSON.stringify(entity)}`)
           }
         }
       }
       if (!def.handler) {
-        throw new ApiError(501, `${def.method} ${def.path} is not implemented yet${def.pending ? ` (${def.pending})` : ''}`)
+        throw new DomainError(501, `${def.method} ${def.path} is not implemented yet${def.pending ? ` (${def.pending})` : ''}`)
       }
       const reply = await def.handler(ctx)
       status = await this.write(ex, base, reply)
     } catch (e) {
-      const err = toApiError(e)
-      if (err.status >= 500 && !(e instanceof ApiError)) {
+      const err = toDomainError(e)
+      if (err.status >= 500 && !(e instanceof DomainError)) {
         this.opts.log.error({ err: e, req_id: requestId, method: ex.method, path: ex.path }, 'request failed')
       }
       const r = errorReply(family, err)
@@ -192,11 +193,11 @@ export class App {
     const cred = credentialsOf(headers)
     if (cred === null) {
       const how = scheme === 'Basic' ? 'Authorization: Basic base64(api:<key>)' : 'Authorization: Bearer <key>'
-      throw new ApiError(401, `Missing credentials: send ${how}`, { headers: challenge })
+      throw new HttpError(401, `Missing credentials: send ${how}`, challenge)
     }
     const p = this.opts.keys.verify(cred)
-    if (!p) throw new ApiError(401, 'Invalid API key', { headers: challenge })
-    if (def.auth === 'admin' && !p.isAdmin) throw new ApiError(403, 'This operation needs an admin API key')
+    if (!p) throw new HttpError(401, 'Invalid API key', challenge)
+    if (def.auth === 'admin' && !p.isAdmin) throw new DomainError(403, 'This operation needs an admin API key')
     return p
   }
 
@@ -281,7 +282,7 @@ export class App {
 
   private preflight(ex: Exchange, base: [string, string][]): number {
     const m = this.router.match(ex.headers['access-control-request-method'] || 'GET', ex.path)
-    if (m.kind === 'not_found' || m.kind === 'bad_path') throw new ApiError(404, `No route for ${ex.path}`)
+    if (m.kind === 'not_found' || m.kind === 'bad_path') throw new DomainError(404, `No route for ${ex.path}`)
     const allow = m.kind === 'found' ? [m.route.def.method] : m.allow
     const headers: [string, string][] = [
       ...base,
@@ -294,8 +295,8 @@ export class App {
   }
 }
 
-export function tooLarge(limit: number): ApiError {
-  return new ApiError(413, `Request body is larger than the limit of ${limit} bytes`)
+export function tooLarge(limit: number): DomainError {
+  return new DomainError(413, `Request body is larger than the limit of ${limit} bytes`)
 }
 
 /** A query string as an object; a repeated key becomes an array. */

@@ -1,4 +1,4 @@
-import type { RequestHeaders } from './route.js'
+import type { RequestHeaders } from '../api/route.js'
 
 /**
  * The API key a request presents, from any of the forms clients use:

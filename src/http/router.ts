@@ -4,7 +4,9 @@
  * A trailing slash on the request path is ignored, so `/v1/chat/completions/` and
  * `/v1/chat/completions` are the same route.
  */
-export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH'
+import type { Method } from '../api/route.js'
+
+export type { Method }
 
 export type RouteMatch<R> =
   | { kind: 'found'; route: R; params: Record<string, string> }

@@ -1,8 +1,8 @@
 import uws from 'uWebSockets.js'
 import type { HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js'
 import { statusLine, tooLarge, type App, type Exchange } from './app.js'
-import { ApiError } from './errors.js'
-import { READ_HEADERS, type RequestHeaders } from './route.js'
+import { DomainError } from '../core/errors.js'
+import { READ_HEADERS, type RequestHeaders } from '../api/route.js'
 
 const STATUS = new Map<number, string>()
 function status(code: number): string {
@@ -50,7 +50,7 @@ class UwsExchange implements Exchange {
       let failed = false
       this.onAbort(() => {
         failed = true
-        reject(new ApiError(400, 'Client disconnected'))
+        reject(new DomainError(400, 'Client disconnected'))
       })
       this.res.onData((chunk, isLast) => {
         if (failed) return

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import protobuf from 'protobufjs'
-import { ApiError } from '../http/errors.js'
+import { DomainError } from '../core/errors.js'
 import { refsIn } from '../calls/parts.js'
 import type { CallPart } from '../calls/store.js'
 
@@ -100,7 +100,7 @@ export function decodeProtobuf(buf: Uint8Array): ExportRequest {
     const msg = RequestType.decode(buf)
     return RequestType.toObject(msg, { longs: String, defaults: false, arrays: true }) as ExportRequest
   } catch (e) {
-    throw new ApiError(400, `Body is not a valid OTLP ExportTraceServiceRequest protobuf: ${(e as Error).message}`)
+    throw new DomainError(400, `Body is not a valid OTLP ExportTraceServiceRequest protobuf: ${(e as Error).message}`)
   }
 }
 

@@ -1,5 +1,5 @@
 import type { DuckDBValue } from '@duckdb/node-api'
-import { ApiError } from '../http/errors.js'
+import { DomainError } from '../core/errors.js'
 
 /**
  * Weave's query language (`{"$expr": ...}`, reference §3.5) compiled to DuckDB SQL over the merged
@@ -80,7 +80,7 @@ function jsonPath(segments: string[]): string {
 /** A field reference (`$getField` and sort keys) as SQL. */
 export function fieldSql(field: string, params: Params): Compiled {
   if (typeof field !== 'string' || field.length === 0 || field.length > 512)
-    throw new ApiError(400, 'Field names must be non-empty strings of at most 512 characters')
+    throw new DomainError(400, 'Field names must be non-empty strings of at most 512 characters')
   const col = CALL_COLUMNS[field]
   if (col) return { sql: col.sql, type: col.type }
   const derived = DERIVED[field]
@@ -88,10 +88,10 @@ export function fieldSql(field: string, params: Params): Compiled {
   const dot = field.indexOf('.')
   const root = dot < 0 ? field : field.slice(0, dot)
   const column = JSON_ROOTS[root]
-  if (!column) throw new ApiError(403, `Invalid field: ${JSON.stringify(field)} is not a field calls can be filtered or sorted on`)
+  if (!column) throw new DomainError(403, `Invalid field: ${JSON.stringify(field)} is not a field calls can be filtered or sorted on`)
   if (dot < 0) return { sql: `CAST(${column} AS VARCHAR)`, type: 'string' }
   const segs = field.slice(dot + 1).split('.')
-  if (segs.some((s) => s.length === 0)) throw new ApiError(403, `Invalid field: ${JSON.stringify(field)} has an empty path segment`)
+  if (segs.some((s) => s.length === 0)) throw new DomainError(403, `Invalid field: ${JSON.stringify(field)} has an empty path segment`)
   const path = params.add(jsonPath(segs))
   return { sql: `json_extract_string(${column}, ${path})`, type: 'string', json: { column, path } }
 }
@@ -101,13 +101,13 @@ class Compiler {
   constructor(private readonly params: Params) {}
 
   operation(op: unknown, depth: number): Compiled {
-    if (++this.nodes > MAX_NODES) throw new ApiError(400, `Query has more than ${MAX_NODES} nodes`)
-    if (depth > MAX_DEPTH) throw new ApiError(400, `Query is nested deeper than ${MAX_DEPTH} levels`)
+    if (++this.nodes > MAX_NODES) throw new DomainError(400, `Query has more than ${MAX_NODES} nodes`)
+    if (depth > MAX_DEPTH) throw new DomainError(400, `Query is nested deeper than ${MAX_DEPTH} levels`)
     if (op === null || typeof op !== 'object' || Array.isArray(op))
-      throw new ApiError(400, 'Each query operand must be an object such as {"$literal": ...}')
+      throw new DomainError(400, 'Each query operand must be an object such as {"$literal": ...}')
     const keys = Object.keys(op)
     if (keys.length !== 1)
-      throw new ApiError(400, `Each query operand must have exactly one operator, got ${JSON.stringify(keys.slice(0, 5))}`)
+      throw new DomainError(400, `Each query operand must have exactly one operator, got ${JSON.stringify(keys.slice(0, 5))}`)
     const name = keys[0]!
     const arg = (op as Record<string, unknown>)[name]
     const d = depth + 1
@@ -115,20 +115,20 @@ class Compiler {
       case '$literal':
         return this.literal(arg)
       case '$getField':
-        if (typeof arg !== 'string') throw new ApiError(400, '$getField takes a field name string')
+        if (typeof arg !== 'string') throw new DomainError(400, '$getField takes a field name string')
         return fieldSql(arg, this.params)
       case '$convert':
         return this.convert(arg, d)
       case '$and':
       case '$or': {
-        if (!Array.isArray(arg)) throw new ApiError(400, `${name} takes a list of operands`)
-        if (arg.length === 0) throw new ApiError(400, `Empty ${name === '$and' ? 'AND' : 'OR'} operation`)
+        if (!Array.isArray(arg)) throw new DomainError(400, `${name} takes a list of operands`)
+        if (arg.length === 0) throw new DomainError(400, `Empty ${name === '$and' ? 'AND' : 'OR'} operation`)
         const parts = arg.map((a) => this.bool(this.operation(a, d)))
         if (parts.length === 1) return { sql: parts[0]!, type: 'bool' }
         return { sql: '(' + parts.join(name === '$and' ? ' AND ' : ' OR ') + ')', type: 'bool' }
       }
       case '$not': {
-        if (!Array.isArray(arg) || arg.length !== 1) throw new ApiError(400, '$not takes a list of exactly one operand')
+        if (!Array.isArray(arg) || arg.length !== 1) throw new DomainError(400, '$not takes a list of exactly one operand')
         return { sql: `(NOT coalesce(${this.bool(this.operation(arg[0], d))}, false))`, type: 'bool' }
       }
       case '$eq':
@@ -139,7 +139,7 @@ class Compiler {
         return this.compare(name, arg, d)
       case '$in': {
         if (!Array.isArray(arg) || arg.length !== 2 || !Array.isArray(arg[1]))
-          throw new ApiError(400, '$in takes [operand, [operand, ...]]')
+          throw new DomainError(400, '$in takes [operand, [operand, ...]]')
         const left = this.operation(arg[0], d)
         if ((arg[1] as unknown[]).length === 0) return { sql: 'false', type: 'bool' }
         const items = (arg[1] as unknown[]).map((x) => this.coerceFor(left, this.operation(x, d)))
@@ -148,7 +148,7 @@ class Compiler {
       case '$contains': {
         const a = arg as { input?: unknown; substr?: unknown; case_insensitive?: unknown }
         if (!a || typeof a !== 'object' || a.input === undefined || a.substr === undefined)
-          throw new ApiError(400, '$contains takes {input, substr, case_insensitive?}')
+          throw new DomainError(400, '$contains takes {input, substr, case_insensitive?}')
         const input = this.operation(a.input, d)
         const substr = this.operation(a.substr, d)
         const ci = a.case_insensitive === true
@@ -162,7 +162,7 @@ class Compiler {
         return { sql: `length(CAST(${x.sql} AS VARCHAR))`, type: 'number' }
       }
       default:
-        throw new ApiError(400, `Unknown query operator ${JSON.stringify(name)}`)
+        throw new DomainError(400, `Unknown query operator ${JSON.stringify(name)}`)
     }
   }
 
@@ -171,12 +171,12 @@ class Compiler {
     if (typeof v === 'string') return { sql: `CAST(${this.params.add(v)} AS VARCHAR)`, type: 'string', literal: v }
     if (typeof v === 'boolean') return { sql: `CAST(${this.params.add(v)} AS BOOLEAN)`, type: 'bool', literal: v }
     if (typeof v === 'number' && Number.isFinite(v)) return { sql: `CAST(${this.params.add(v)} AS DOUBLE)`, type: 'number', literal: v }
-    throw new ApiError(400, '$literal must be a string, number, boolean or null here')
+    throw new DomainError(400, '$literal must be a string, number, boolean or null here')
   }
 
   private convert(arg: unknown, d: number): Compiled {
     const a = arg as { input?: unknown; to?: unknown }
-    if (!a || typeof a !== 'object' || a.input === undefined) throw new ApiError(400, '$convert takes {input, to}')
+    if (!a || typeof a !== 'object' || a.input === undefined) throw new DomainError(400, '$convert takes {input, to}')
     const x = this.operation(a.input, d)
     switch (a.to) {
       case 'double':
@@ -191,12 +191,12 @@ class Compiler {
         if (x.json) return { sql: `coalesce(json_type(${x.json.column}, ${x.json.path}) NOT IN ('NULL'), false)`, type: 'bool' }
         return { sql: `(${x.sql} IS NOT NULL)`, type: 'bool' }
       default:
-        throw new ApiError(400, `$convert "to" must be one of double, int, string, bool, exists`)
+        throw new DomainError(400, `$convert "to" must be one of double, int, string, bool, exists`)
     }
   }
 
   private compare(name: string, arg: unknown, d: number): Compiled {
-    if (!Array.isArray(arg) || arg.length !== 2) throw new ApiError(400, `${name} takes a list of exactly two operands`)
+    if (!Array.isArray(arg) || arg.length !== 2) throw new DomainError(400, `${name} takes a list of exactly two operands`)
     const left = this.operation(arg[0], d)
     const right = this.operation(arg[1], d)
     if (name === '$eq' && right.type === 'null') return { sql: `(${left.sql} IS NULL)`, type: 'bool' }
@@ -212,7 +212,7 @@ class Compiler {
       (left.type === 'string' && (right.type === 'number' || right.type === 'bool')) ||
       ((left.type === 'number' || left.type === 'bool') && right.type === 'string')
     if (clash) {
-      throw new ApiError(
+      throw new DomainError(
         400,
         `Cannot compare a ${left.type} with a ${right.type}: JSON fields are strings; wrap the field in {"$convert": {"input": ..., "to": "double"}}`,
       )

@@ -1,4 +1,4 @@
-import { ApiError } from '../http/errors.js'
+import { DomainError } from '../core/errors.js'
 
 const DAY = 86_400_000
 export const MAX_BUCKETS = 10_000
@@ -19,7 +19,7 @@ export function checkTimezone(tz: string): void {
   try {
     formatter(tz)
   } catch {
-    throw new ApiError(400, `Unknown timezone ${JSON.stringify(tz)}; use an IANA name such as "UTC" or "Europe/Berlin"`)
+    throw new DomainError(400, `Unknown timezone ${JSON.stringify(tz)}; use an IANA name such as "UTC" or "Europe/Berlin"`)
   }
 }
 

@@ -1,5 +1,5 @@
 import { listValue } from '@duckdb/node-api'
-import { ApiError } from '../http/errors.js'
+import { DomainError } from '../core/errors.js'
 import { Params } from '../query/expr.js'
 import { checkFilterList, opNamesSql, type CallFilter, type CallStore } from '../calls/store.js'
 import { priceSpans, type PriceSpan, type Prices } from '../catalog/prices.js'
@@ -142,10 +142,10 @@ export class CallStats {
   async run(req: StatsRequest, now = Date.now()): Promise<{ result: Record<string, unknown>; path: StatsPath }> {
     const start = Date.parse(req.start)
     const end = req.end ? Date.parse(req.end) : now
-    if (!Number.isFinite(start)) throw new ApiError(400, 'start is not a timestamp')
-    if (!Number.isFinite(end)) throw new ApiError(400, 'end is not a timestamp')
-    if (end <= start) throw new ApiError(400, 'start must be before end')
-    if (end - start > MAX_RANGE_MS) throw new ApiError(422, 'The range from start to end may not exceed 31 days')
+    if (!Number.isFinite(start)) throw new DomainError(400, 'start is not a timestamp')
+    if (!Number.isFinite(end)) throw new DomainError(400, 'end is not a timestamp')
+    if (end <= start) throw new DomainError(400, 'start must be before end')
+    if (end - start > MAX_RANGE_MS) throw new DomainError(422, 'The range from start to end may not exceed 31 days')
     const tz = req.timezone ?? 'UTC'
     checkTimezone(tz)
     const granularity = chooseGranularity(start, end, req.granularity)

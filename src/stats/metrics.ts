@@ -1,4 +1,4 @@
-import { ApiError } from '../http/errors.js'
+import { DomainError } from '../core/errors.js'
 
 export type CallMetric = 'latency_ms' | 'call_count' | 'error_count'
 export type UsageMetric =
@@ -43,14 +43,14 @@ export function columnsOf<M extends string>(specs: readonly MetricSpec<M>[] | nu
     const pcts = s.percentiles ?? []
     for (const a of aggs.length === 0 && pcts.length === 0 ? ['sum'] : aggs) {
       if (!SUPPORTED.includes(a))
-        throw new ApiError(400, `Aggregation ${JSON.stringify(a)} is not supported for ${s.metric}; use one of ${SUPPORTED.join(', ')}`)
+        throw new DomainError(400, `Aggregation ${JSON.stringify(a)} is not supported for ${s.metric}; use one of ${SUPPORTED.join(', ')}`)
       const name = `${a}_${s.metric}`
       if (!seen.has(name)) out.push({ name, metric: s.metric, agg: a as Agg })
       seen.add(name)
     }
     for (const p of pcts) {
       if (typeof p !== 'number' || !Number.isFinite(p) || p < 0 || p > 100)
-        throw new ApiError(400, `Percentile ${JSON.stringify(p)} of ${s.metric} is outside [0, 100]`)
+        throw new DomainError(400, `Percentile ${JSON.stringify(p)} of ${s.metric} is outside [0, 100]`)
       const name = `${percentileName(p)}_${s.metric}`
       if (!seen.has(name)) out.push({ name, metric: s.metric, p })
       seen.add(name)

@@ -1,5 +1,5 @@
 import { listValue } from '@duckdb/node-api'
-import { ApiError } from '../http/errors.js'
+import { DomainError } from '../core/errors.js'
 import { Params } from '../query/expr.js'
 import { rangeOf, type CallFilter, type CallStore } from '../calls/store.js'
 import { callCost, selectPrice, type PriceRow, type Prices } from '../catalog/prices.js'
@@ -298,7 +298,7 @@ export class UsageRollup {
     includeCosts: boolean,
     limit: number,
   ): Promise<{ call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] }> {
-    if (!Number.isInteger(limit) || limit < 1) throw new ApiError(400, 'limit must be at least 1')
+    if (!Number.isInteger(limit) || limit < 1) throw new DomainError(400, 'limit must be at least 1')
     const wanted = [...new Set(ids)]
     const result: Record<string, UsageMap> = Object.fromEntries(wanted.map((id) => [id, {}]))
     if (wanted.length === 0) return { call_usage: result, unfinished_call_ids: [] }
@@ -311,7 +311,7 @@ export class UsageRollup {
       const got = await this.batchUsage(project, batch, limit + 1, wanted, prices)
       if (got.calls > limit) {
         if (batch.length === 1)
-          throw new ApiError(
+          throw new DomainError(
             413,
             `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`,
           )
@@ -333,7 +333,7 @@ export class UsageRollup {
     includeCosts: boolean,
     limit: number,
   ): Promise<{ call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] }> {
-    if (!Number.isInteger(limit) || limit < 1) throw new ApiError(400, 'limit must be at least 1')
+    if (!Number.isInteger(limit) || limit < 1) throw new DomainError(400, 'limit must be at least 1')
     const calls = await this.fetch(project, filter ?? {}, query, limit, null)
     const totals = rollUp(calls, project, includeCosts ? await this.prices.forProject(project) : null)
     return {

@@ -1,8 +1,14 @@
 import type { Static, TSchema } from '@sinclair/typebox'
 import type { Logger } from 'pino'
-import type { Family } from './errors.js'
-import type { Method } from './router.js'
-import type { Principal } from '../auth/keys.js'
+import type { Principal } from '../core/principal.js'
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH'
+
+/**
+ * Error shapes. Each endpoint family keeps the shape its existing clients parse (http/errors.ts):
+ * `trace` (Weave trace/object API, /v2, meta endpoints) and `openai` (chat/inference, as vLLM).
+ */
+export type Family = 'trace' | 'openai'
 
 /**
  * Who may call a route. `key`: any valid API key (then, where the route names a project, a key

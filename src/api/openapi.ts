@@ -1,6 +1,6 @@
 import type { TSchema } from '@sinclair/typebox'
 import type { RouteDef } from './route.js'
-import { VERSION } from '../version.js'
+import { VERSION } from '../core/version.js'
 
 const VALIDATION_ERROR = {
   type: 'object',

@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import formatsModule from 'ajv-formats'
 import type { TSchema } from '@sinclair/typebox'
-import type { Detail } from './errors.js'
+import type { Detail } from '../core/errors.js'
 
 // ajv-formats is CommonJS with a default export; under NodeNext the function sits on `.default`.
 const addFormats = (formatsModule as unknown as { default: (ajv: Ajv) => Ajv }).default

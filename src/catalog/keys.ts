@@ -1,8 +1,8 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { blobValue, listValue } from '@duckdb/node-api'
-import type { Catalog } from '../catalog/db.js'
+import type { Catalog } from './db.js'
 
-import { canAccess, type Principal } from './principal.js'
+import { canAccess, type Principal } from '../core/principal.js'
 
 export { canAccess, type Principal }
 

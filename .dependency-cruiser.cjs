@@ -1,0 +1,68 @@
+/**
+ * The import rules of the house (ARCHITECTURE: "imports run downhill"):
+ *   core ← schemas ← domain (calls, query, catalog, stats, inference, geo, fixtures) ← api ← http ← server, main, index
+ * and no cycles, between files or between folders. Checked by test/house.test.ts (npm test) and by
+ *   npx depcruise src workers --config .dependency-cruiser.cjs
+ */
+const DOMAIN = '^src/(calls|query|catalog|stats|inference|geo|fixtures)/'
+const TOP = '^src/(server|main|index)\\.ts$'
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-cycles',
+      severity: 'error',
+      comment: 'A cycle between files makes neither readable alone.',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'core-is-the-bottom',
+      severity: 'error',
+      comment: 'core/ (errors, time, config, logging, version) imports nothing else of ours.',
+      from: { path: '^src/core/' },
+      to: { path: '^src/', pathNot: '^src/core/' },
+    },
+    {
+      name: 'schemas-on-core-only',
+      severity: 'error',
+      comment: 'schemas/ is the contract: it may use core/, nothing above it.',
+      from: { path: '^src/schemas/' },
+      to: { path: '^src/', pathNot: '^src/(core|schemas)/' },
+    },
+    {
+      name: 'domain-below-api-and-http',
+      severity: 'error',
+      comment: 'The domain never imports api/, http/ or the composition root.',
+      from: { path: DOMAIN },
+      to: { path: ['^src/(api|http)/', TOP] },
+    },
+    {
+      name: 'api-below-http',
+      severity: 'error',
+      comment: 'api/ declares routes; http/ serves them. api/ never imports http/ or the composition root.',
+      from: { path: '^src/api/' },
+      to: { path: ['^src/http/', TOP] },
+    },
+    {
+      name: 'http-below-the-root',
+      severity: 'error',
+      comment: 'Only server.ts / main.ts / index.ts put the parts together.',
+      from: { path: '^src/http/' },
+      to: { path: TOP },
+    },
+    {
+      name: 'workers-are-thin',
+      severity: 'error',
+      comment: 'Worker entry points call into the domain, never into api/ or http/.',
+      from: { path: '^workers/' },
+      to: { path: ['^src/(api|http)/', TOP] },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '(^dist/|node_modules)' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+  },
+}
