@@ -12,8 +12,8 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { DuckDBInstance } from '@duckdb/node-api'
-import { PART_COLUMNS } from '../src/calls/store.js'
-import { fileName, fsyncPath, writeManifest, type Segment } from '../src/calls/segments.js'
+import { PART_COLUMNS } from '../src/calls/model.js'
+import { fileName, fsyncPath, writeManifest, type Segment } from '../src/calls/storage/segments.js'
 import { parseFlags } from '../src/core/config.js'
 
 const PER_SEGMENT = 500_000

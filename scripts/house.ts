@@ -1,5 +1,5 @@
 /**
- * The house rules a reader can check (README "Layout"): no source file over MAX_FILE_LINES lines and no
+ * The house rules a reader can check (docs/architecture.md): no source file over MAX_FILE_LINES lines and no
  * function over MAX_FUNCTION_LINES, except a function whose leading comment says why with
  * `house: long because …`. Import direction and cycles are dependency-cruiser's (.dependency-cruiser.cjs),
  * formatting is prettier's. Prints what breaks a rule; exits 1 if anything does.

@@ -7,7 +7,7 @@
  * --intermediate 2048: about 100M parameters). The server makes the default one itself at first start.
  */
 import { parseFlags } from '../src/core/config.js'
-import { makeTinyModel } from '../src/inference/tiny-model.js'
+import { makeTinyModel } from '../src/fixtures/tiny-model.js'
 
 const { flags, positional } = parseFlags(process.argv.slice(2))
 const dir = positional[0]

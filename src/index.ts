@@ -7,10 +7,11 @@ import { CallStore } from './calls/store.js'
 export { startServer, type RunningServer } from './server.js'
 export { loadConfig, type Config } from './core/config.js'
 export { createLogger } from './core/log.js'
-export { CallStore, type CallPart, type CallFilter, type QueryOptions, type CallRecord } from './calls/store.js'
-export { startPart, endPart } from './calls/parts.js'
+export { CallStore } from './calls/store.js'
+export type { CallPart, CallFilter, QueryOptions, CallRecord } from './calls/model.js'
+export { startPart, endPart } from './calls/ingest/parts.js'
 export { openAnalytics, type Analytics } from './stats/analytics.js'
-export type { StatsRequest } from './stats/engine.js'
+export type { CallStatsReq as StatsRequest } from './schemas/calls.js'
 
 /** Opens (creating) the calls store of a data directory. One process at a time may hold it. */
 export function openStore(dataDir: string): Promise<CallStore> {

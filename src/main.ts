@@ -26,21 +26,30 @@ WEFT_API_KEY, WEFT_MAX_BODY_BYTES, WEFT_CORS_ORIGINS, WEFT_TRUSTED_PROXIES, WEFT
 WEFT_LOG_LEVEL, WEFT_ACCESS_LOG, WEFT_SHUTDOWN_GRACE_MS, WEFT_CALLS_FLUSH_ROWS,
 WEFT_CALLS_FLUSH_INTERVAL_MS, WEFT_QUERY_TIMEOUT_MS, WEFT_MAX_QUERY_ROWS. Flags win over the environment.
 
+The first start (with no WEFT_API_KEY) creates an admin key, prints it once and keeps it in
+<data dir>/admin-key, readable only by its owner: KEY=$(cat data/admin-key). 'weft keys create' makes more.
+
 While a server runs it holds the catalog; 'weft keys' then goes through its admin API and needs an
 admin key in WEFT_API_KEY or --api-key.
 `
+
+/** What the first start prints about the admin key it created (the key line is what test/keys-cli.test.ts reads). */
+function firstKeyMessage(key: string, file: string | undefined): string {
+  const shown = file
+    ? `Created the first admin API key. It is shown this once here and kept in ${file} (readable only by its owner):`
+    : `Created the first admin API key. It is shown this once; store it now:`
+  return (
+    `\n${shown}\n\n    ${key}\n\n` +
+    `Send it as the password of HTTP Basic auth (user "api") or as a Bearer token.\n` +
+    `Set WEFT_API_KEY to choose the admin key yourself; 'weft keys create --user U' makes more keys.\n\n`
+  )
+}
 
 async function serve(flags: Record<string, string>): Promise<void> {
   const config = loadConfig(flags)
   const log = createLogger(config.logLevel)
   const server = await startServer(config, log)
-  if (server.createdAdminKey) {
-    process.stdout.write(
-      `\nCreated the first admin API key. It is shown this once; store it now:\n\n    ${server.createdAdminKey}\n\n` +
-        `Send it as the password of HTTP Basic auth (user "api") or as a Bearer token.\n` +
-        `Set WEFT_API_KEY to choose the admin key yourself.\n\n`,
-    )
-  }
+  if (server.createdAdminKey) process.stdout.write(firstKeyMessage(server.createdAdminKey, server.adminKeyFile))
   process.stdout.write(`weft ${VERSION} listening on ${server.url} (data in ${config.dataDir})\n`)
   let stopping = false
   const stop = (signal: string) => {

@@ -3,7 +3,7 @@ import path from 'node:path'
 import type { Logger } from 'pino'
 import type { Config } from './core/config.js'
 import { Catalog } from './catalog/db.js'
-import { KeyStore } from './catalog/keys.js'
+import { KeyStore, saveFirstAdminKey } from './catalog/keys.js'
 import { App } from './http/app.js'
 import { canonicalIp } from './http/client-ip.js'
 import { serveUws, type Listening } from './http/uws.js'
@@ -17,12 +17,13 @@ import { otelRoutes } from './api/otel.js'
 import { objectRoutes } from './api/objects.js'
 import { ObjectStore } from './catalog/objects.js'
 import { CallStore } from './calls/store.js'
-import { IngestPool } from './calls/ingest-pool.js'
-import { attachAnalytics } from './stats/analytics.js'
+import { IngestPool } from './calls/ingest/pool.js'
+import { attachAnalytics, type Analytics } from './stats/analytics.js'
 import { statsRoutes } from './api/stats.js'
-import { chatRoutes } from './api/chat.js'
+import { chatRoutes } from './api/chat/routes.js'
+import type { CompletionRecorder } from './api/chat/record.js'
 import { ModelPool } from './inference/client.js'
-import { makeTinyModel } from './inference/tiny-model.js'
+import { makeTinyModel } from './fixtures/tiny-model.js'
 
 export const SERVER_FILE = 'server.json'
 
@@ -35,6 +36,8 @@ export interface RunningServer {
   calls: CallStore
   /** Set when this start created the first admin key: the only time the key is ever shown. */
   createdAdminKey?: string
+  /** Where this start kept the key it created (`<data dir>/admin-key`, mode 0600); unset when it created none. */
+  adminKeyFile?: string
   /** Stops accepting, lets in-flight requests finish (up to the grace period), closes the catalog. */
   close(): Promise<void>
 }
@@ -44,109 +47,167 @@ export interface StartOptions {
   serve?: (app: App, host: string, port: number) => Promise<Listening>
 }
 
+/** What a start has opened so far: closed again if a later step fails, and by close(). */
+interface Parts {
+  catalog: Catalog
+  keys?: KeyStore
+  calls?: CallStore
+  ingest?: IngestPool
+  models: ModelPool[]
+}
+type Opened = Required<Parts>
+
+async function openStores(config: Config, log: Logger, parts: Parts): Promise<Opened> {
+  const keys = (parts.keys = await KeyStore.load(parts.catalog))
+  const calls = (parts.calls = await CallStore.open(config.dataDir, {
+    flushRows: config.callsFlushRows,
+    flushIntervalMs: config.callsFlushIntervalMs,
+    queryTimeoutMs: config.queryTimeoutMs,
+  }))
+  log.info(calls.recovered, 'calls write-ahead log replayed')
+  const ingest = (parts.ingest = new IngestPool({ threads: config.ingestWorkers || undefined, maxQueue: config.ingestQueue }))
+  return { ...parts, keys, calls, ingest }
+}
+
+/** WEFT_API_KEY as an admin key; without it, a first admin key when none exists, kept in `<data dir>/admin-key`. */
+async function ensureAdminKey(
+  config: Config,
+  log: Logger,
+  keys: KeyStore,
+): Promise<Pick<RunningServer, 'createdAdminKey' | 'adminKeyFile'>> {
+  if (config.apiKey) {
+    await keys.ensureAdmin(config.apiKey)
+    return {}
+  }
+  if (keys.activeCount > 0) return {}
+  const createdAdminKey = (await keys.create({ name: 'first admin key', userId: 'admin', isAdmin: true })).key
+  // The key is printed all the same: failing to keep it must not fail the start that made it.
+  let adminKeyFile: string | undefined
+  try {
+    adminKeyFile = await saveFirstAdminKey(config.dataDir, createdAdminKey)
+    if (!adminKeyFile) log.warn({ data_dir: config.dataDir }, 'an admin-key file is in the data dir already; left as it is')
+  } catch (err) {
+    log.error({ err }, 'could not keep the first admin key in the data dir')
+  }
+  return { createdAdminKey, adminKeyFile }
+}
+
+/** The range tables take a moment to parse; the server listens meanwhile and /geolocate waits. */
+function loadGeo(log: Logger): Promise<GeoIndex> {
+  const started = performance.now()
+  const geoPromise = loadGeoIndex()
+  geoPromise.then(
+    (g) => log.info({ ms: Math.round(performance.now() - started), ...g.stats }, 'geo index loaded'),
+    (err) => log.error({ err }, 'geo index failed to load'),
+  )
+  return geoPromise
+}
+
+/** Completions are recorded as calls in the calls store, through the sink the chat routes take. */
+const callsRecorder = (calls: CallStore): CompletionRecorder => ({ record: (parts) => calls.ingest(parts) })
+
+/** Every route, in the order the OpenAPI document lists them. */
+async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Promise<Analytics> {
+  const { catalog, keys, calls, ingest, models } = p
+  app.add(
+    metaRoutes(
+      () => app.routes,
+      () => models.map((m) => m.info),
+    ),
+  )
+  const geo = loadGeo(log)
+  app.add(geolocateRoutes(() => geo, config.geoDenyList))
+  const analytics = await attachAnalytics(calls, catalog, config.prices)
+  const inference = async () =>
+    Object.fromEntries(await Promise.all(models.map(async (m) => [m.info.name, { backend: m.info.backend, ...(await m.stats()) }])))
+  app.add(adminRoutes({ keys, calls, ingest, inFlight: () => app.pending, rollups: analytics.rollups, inference }))
+  app.add(callRoutes({ store: calls, pool: ingest, maxQueryRows: config.maxQueryRows, prices: analytics.prices, stats: analytics.stats }))
+  app.add(statsRoutes(analytics.stats, analytics.usage, analytics.prices))
+  app.add(otelRoutes(calls, ingest, config.maxBodyBytes))
+  app.add(objectRoutes(new ObjectStore(catalog), config.maxBodyBytes))
+  models.push(...(await startModels(config, log)))
+  if (models.length)
+    app.add(chatRoutes({ models, priorityScheduling: config.schedulingPolicy === 'priority', recorder: callsRecorder(calls) }))
+  app.add(specRoutes({ chat: models.length > 0 }))
+  return analytics
+}
+
+/** Listens, and says where in `<data dir>/server.json` (read by `weft keys` to find a running server). */
+async function listen(app: App, config: Config, opts: StartOptions): Promise<{ listening: Listening; url: string; serverFile: string }> {
+  const listening = await (opts.serve ?? serveUws)(app, config.host, config.port)
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host
+  const url = `http://${host}:${listening.port}`
+  const serverFile = path.join(config.dataDir, SERVER_FILE)
+  await fs.writeFile(serverFile, JSON.stringify({ pid: process.pid, url, started_at: new Date().toISOString() }) + '\n')
+  return { listening, url, serverFile }
+}
+
+/** Stops accepting, waits for in-flight requests up to the grace period, then closes every part in order. */
+async function shutdown(
+  config: Config,
+  log: Logger,
+  app: App,
+  p: Opened,
+  analytics: Analytics,
+  net: { listening: Listening; serverFile: string },
+): Promise<void> {
+  app.draining = true
+  net.listening.stopListening()
+  const deadline = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), config.shutdownGraceMs).unref())
+  const outcome = await Promise.race([app.idle().then(() => 'idle' as const), deadline])
+  if (outcome === 'timeout') log.warn({ pending: app.pending }, 'shutdown grace period over; closing with requests in flight')
+  await p.ingest.close()
+  await Promise.all(p.models.map((m) => m.close()))
+  analytics.rollups.interrupt()
+  await p.calls.exclusive(async () => analytics.rollups.close())
+  await p.calls.close()
+  await p.catalog.close()
+  await fs.rm(net.serverFile, { force: true })
+  log.info('weft stopped')
+}
+
+/** A failed start closes what it had opened, newest first. */
+async function abandon(p: Parts): Promise<void> {
+  await Promise.all(p.models.map((m) => m.close().catch(() => {})))
+  await p.ingest?.close().catch(() => {})
+  await p.calls?.close().catch(() => {})
+  await p.catalog.close().catch(() => {})
+}
+
 /** Everything `weft serve` runs, in-process: embedders and tests call this directly. */
 export async function startServer(config: Config, log: Logger, opts: StartOptions = {}): Promise<RunningServer> {
-  const catalog = await Catalog.open(config.dataDir)
-  let closed = false
-  let openedCalls: CallStore | undefined
-  let ingest: IngestPool | undefined
-  const models: ModelPool[] = []
+  const parts: Parts = { catalog: await Catalog.open(config.dataDir), models: [] }
   try {
-    const keys = await KeyStore.load(catalog)
-    const calls = await CallStore.open(config.dataDir, {
-      flushRows: config.callsFlushRows,
-      flushIntervalMs: config.callsFlushIntervalMs,
-      queryTimeoutMs: config.queryTimeoutMs,
-    })
-    openedCalls = calls
-    log.info(calls.recovered, 'calls write-ahead log replayed')
-    ingest = new IngestPool({ threads: config.ingestWorkers || undefined, maxQueue: config.ingestQueue })
-    const pool = ingest
-    let createdAdminKey: string | undefined
-    if (config.apiKey) await keys.ensureAdmin(config.apiKey)
-    else if (keys.activeCount === 0) createdAdminKey = (await keys.create({ name: 'first admin key', userId: 'admin', isAdmin: true })).key
-
-    // The range tables take a moment to parse; the server listens meanwhile and /geolocate waits.
-    const started = performance.now()
-    const geoPromise: Promise<GeoIndex> = loadGeoIndex()
-    geoPromise.then(
-      (g) => log.info({ ms: Math.round(performance.now() - started), ...g.stats }, 'geo index loaded'),
-      (err) => log.error({ err }, 'geo index failed to load'),
-    )
-
+    const p = await openStores(config, log, parts)
+    const firstKey = await ensureAdminKey(config, log, p.keys)
     const app = new App({
       log,
-      keys,
+      keys: p.keys,
       maxBodyBytes: config.maxBodyBytes,
       corsOrigins: config.corsOrigins,
       trustedProxies: config.trustedProxies.map(canonicalIp),
       accessLog: config.accessLog,
     })
-    app.add(
-      metaRoutes(
-        () => app.routes,
-        () => models.map((m) => m.info),
-      ),
-    )
-    app.add(geolocateRoutes(() => geoPromise, config.geoDenyList))
-    const analytics = await attachAnalytics(calls, catalog, config.prices)
-    app.add(
-      adminRoutes(
-        keys,
-        calls,
-        pool,
-        () => app.pending,
-        analytics.rollups,
-        async () =>
-          Object.fromEntries(await Promise.all(models.map(async (m) => [m.info.name, { backend: m.info.backend, ...(await m.stats()) }]))),
-      ),
-    )
-    app.add(callRoutes(calls, pool, config.maxQueryRows, analytics.prices, analytics.stats))
-    app.add(statsRoutes(analytics.stats, analytics.usage, analytics.prices))
-    app.add(otelRoutes(calls, pool, config.maxBodyBytes))
-    app.add(objectRoutes(new ObjectStore(catalog), config.maxBodyBytes))
-    models.push(...(await startModels(config, log)))
-    if (models.length) app.add(chatRoutes({ models, priorityScheduling: config.schedulingPolicy === 'priority', calls }))
-    app.add(specRoutes({ chat: models.length > 0 }))
-
-    const listening = await (opts.serve ?? serveUws)(app, config.host, config.port)
-    const host = config.host.includes(':') ? `[${config.host}]` : config.host
-    const url = `http://${host}:${listening.port}`
-    const serverFile = path.join(config.dataDir, SERVER_FILE)
-    await fs.writeFile(serverFile, JSON.stringify({ pid: process.pid, url, started_at: new Date().toISOString() }) + '\n')
-    log.info({ url, data_dir: config.dataDir, routes: app.routes.length, keys: keys.activeCount }, 'weft listening')
-
+    const analytics = await addRoutes(app, config, log, p)
+    const net = await listen(app, config, opts)
+    log.info({ url: net.url, data_dir: config.dataDir, routes: app.routes.length, keys: p.keys.activeCount }, 'weft listening')
+    let closed = false
     return {
-      url,
-      port: listening.port,
+      url: net.url,
+      port: net.listening.port,
       app,
-      keys,
-      catalog,
-      calls,
-      createdAdminKey,
+      keys: p.keys,
+      catalog: p.catalog,
+      calls: p.calls,
+      ...firstKey,
       async close() {
         if (closed) return
         closed = true
-        app.draining = true
-        listening.stopListening()
-        const deadline = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), config.shutdownGraceMs).unref())
-        const outcome = await Promise.race([app.idle().then(() => 'idle' as const), deadline])
-        if (outcome === 'timeout') log.warn({ pending: app.pending }, 'shutdown grace period over; closing with requests in flight')
-        await pool.close()
-        await Promise.all(models.map((m) => m.close()))
-        analytics.rollups.interrupt()
-        await calls.exclusive(async () => analytics.rollups.close())
-        await calls.close()
-        await catalog.close()
-        await fs.rm(serverFile, { force: true })
-        log.info('weft stopped')
+        await shutdown(config, log, app, p, analytics, net)
       },
     }
   } catch (e) {
-    await Promise.all(models.map((m) => m.close().catch(() => {})))
-    await ingest?.close().catch(() => {})
-    await openedCalls?.close().catch(() => {})
-    if (!closed) await catalog.close().catch(() => {})
+    await abandon(parts)
     throw e
   }
 }

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { appendFile, rm, stat } from 'node:fs/promises'
 import path from 'node:path'
 import { readdirSync } from 'node:fs'
-import { Wal } from '../src/calls/wal.js'
+import { Wal } from '../src/calls/storage/wal.js'
 import { startServer, tempDir } from './helpers/server.js'
 
 const hex = (n: number) => randomBytes(n / 2).toString('hex')

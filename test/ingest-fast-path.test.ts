@@ -1,6 +1,6 @@
 import t from 'tap'
-import { RawJson, parseWithRawValues } from '../src/calls/raw-json.js'
-import { refsIn } from '../src/calls/parts.js'
+import { RawJson, parseWithRawValues } from '../src/calls/ingest/raw-json.js'
+import { refsIn } from '../src/calls/ingest/parts.js'
 import { rm } from 'node:fs/promises'
 import { isDeepStrictEqual } from 'node:util'
 import { startServer, tempDir } from './helpers/server.js'

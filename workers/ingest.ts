@@ -1,6 +1,6 @@
 // Piscina worker: parses, validates and encodes ingest bodies off the event loop.
 import { Piscina } from 'piscina'
-import { prepareIngest, type IngestTask } from '../src/calls/prepare.js'
+import { prepareIngest, type IngestTask } from '../src/calls/ingest/prepare.js'
 
 /** The result's buffers (each the only view of its memory) move to the main thread rather than being copied. */
 export default async function ingest(task: IngestTask) {

@@ -1,39 +1,22 @@
-import { Type } from '@sinclair/typebox'
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
 import { KeyError, type KeyInfo, type KeyStore } from '../catalog/keys.js'
 import { DomainError } from '../core/errors.js'
-import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { route, type RouteDef } from './route.js'
+import { route, type Ctx, type Reply, type RouteDef } from './route.js'
 import type { CallStore } from '../calls/store.js'
 import type { Rollups } from '../stats/rollups.js'
-import type { IngestPool } from '../calls/ingest-pool.js'
+import type { IngestPool } from '../calls/ingest/pool.js'
+import {
+  AdminStatsQuerySchema,
+  KeyCreateReqSchema,
+  KeyCreateResSchema,
+  KeyInfoSchema,
+  KeyListResSchema,
+  type AdminStatsQuery,
+  type KeyCreateReq,
+  type KeyInfoJson,
+} from '../schemas/admin.js'
 
-const KeyInfoSchema = Type.Object({
-  key_id: Type.String(),
-  name: Type.String(),
-  user_id: Type.String({ description: 'Becomes svc_user_id on everything written with this key' }),
-  entities: Type.Union([Type.Array(Type.String()), Type.Null()], { description: 'null: every entity' }),
-  is_admin: Type.Boolean(),
-  prefix: Type.String({ description: 'The first characters of the key, to recognise it' }),
-  created_at: Type.String({ format: 'date-time' }),
-  revoked_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-})
-
-const KeyCreateReqSchema = Type.Object(
-  {
-    user_id: Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.@-]+$' }),
-    name: Type.Optional(Type.String({ maxLength: 200 })),
-    entities: Type.Optional(
-      Type.Union([
-        Type.Array(Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_.-]+$' }), { minItems: 1, maxItems: 1000 }),
-        Type.Null(),
-      ]),
-    ),
-    is_admin: Type.Optional(Type.Boolean({ default: false })),
-  },
-  { additionalProperties: false },
-)
-
-export function keyInfoJson(i: KeyInfo) {
+export function keyInfoJson(i: KeyInfo): KeyInfoJson {
   return {
     key_id: i.keyId,
     name: i.name,
@@ -53,100 +36,116 @@ const ELD_RESOLUTION_MS = 2
  */
 const delayMs = (ns: number) => Math.max(0, Math.round(ns / 1e4) / 100 - ELD_RESOLUTION_MS)
 
+/** What the admin routes read: the key store, and the parts of the process /admin/stats reports on. */
+export interface AdminDeps {
+  keys: KeyStore
+  calls: CallStore
+  ingest?: IngestPool
+  /** Requests being handled. */
+  inFlight?: () => number
+  rollups?: Rollups
+  /** Per served model: its backend, requests running and waiting, KV-cache positions in use. */
+  inference?: () => Promise<unknown>
+}
+
+/** GET /admin/stats: event-loop delay since start (or the last reset), memory, and the stores' state. */
+function processStats(d: AdminDeps, eld: IntervalHistogram) {
+  return async (ctx: Ctx<unknown, AdminStatsQuery>): Promise<Reply> => {
+    const mem = process.memoryUsage()
+    const { calls, rollups } = d
+    const body = {
+      event_loop_delay_ms: {
+        p50: delayMs(eld.percentile(50)),
+        p99: delayMs(eld.percentile(99)),
+        max: delayMs(eld.max),
+        samples: eld.count,
+        resolution_ms: ELD_RESOLUTION_MS,
+      },
+      memory: { rss_bytes: mem.rss, heap_used_bytes: mem.heapUsed, external_bytes: mem.external },
+      calls: calls.stats(),
+      ingest: d.ingest?.stats ?? null,
+      // Statistics pre-aggregates: built yet, how (loaded or rebuilt), and up to which part.
+      rollups: rollups
+        ? { ready: rollups.ready, origin: rollups.origin, x: rollups.x, parts_past_x: Math.max(0, calls.lastSeq - rollups.x) }
+        : null,
+      /** Requests being handled, this one included. */
+      in_flight: d.inFlight?.() ?? null,
+      // Per served model: its backend, requests running and waiting, KV-cache positions in use.
+      inference: d.inference ? await d.inference() : null,
+    }
+    if (ctx.query.reset) eld.reset()
+    return { body }
+  }
+}
+
+function createKey(keys: KeyStore) {
+  return async (ctx: Ctx<KeyCreateReq>): Promise<Reply> => {
+    try {
+      const { key, info } = await keys.create({
+        userId: ctx.body.user_id,
+        name: ctx.body.name,
+        entities: ctx.body.entities ?? null,
+        isAdmin: ctx.body.is_admin ?? false,
+      })
+      return { body: { key, info: keyInfoJson(info) } }
+    } catch (e) {
+      if (e instanceof KeyError) throw new DomainError(400, e.message)
+      throw e
+    }
+  }
+}
+
+function listKeys(keys: KeyStore) {
+  return async (): Promise<Reply> => ({ body: { keys: (await keys.list()).map(keyInfoJson) } })
+}
+
+function revokeKey(keys: KeyStore) {
+  return async (ctx: Ctx): Promise<Reply> => {
+    const info = await keys.revoke(ctx.params.key_id!)
+    if (!info) throw new DomainError(404, `No API key with id ${JSON.stringify(ctx.params.key_id)}`)
+    return { body: keyInfoJson(info) }
+  }
+}
+
 /** API key management for admins (`weft keys` uses these when a server holds the catalog), and process stats. */
-export function adminRoutes(
-  keys: KeyStore,
-  calls: CallStore,
-  ingest?: IngestPool,
-  inFlight?: () => number,
-  rollups?: Rollups,
-  inference?: () => Promise<unknown>,
-): RouteDef[] {
+export function adminRoutes(d: AdminDeps): RouteDef[] {
   // Event-loop delay since start (or the last reset).
   const eld = monitorEventLoopDelay({ resolution: ELD_RESOLUTION_MS })
   eld.enable()
+  const admin = { family: 'trace' as const, auth: 'admin' as const, tags: ['Admin'] }
   return [
     route({
+      ...admin,
       method: 'GET',
       path: '/admin/stats',
-      family: 'trace',
-      auth: 'admin',
-      tags: ['Admin'],
       summary: 'Event-loop delay, memory and calls-store state (`?reset=true` restarts the delay histogram)',
-      query: Type.Object({ reset: Type.Optional(Type.Boolean()) }),
-      handler: async (ctx) => {
-        const mem = process.memoryUsage()
-        const body = {
-          event_loop_delay_ms: {
-            p50: delayMs(eld.percentile(50)),
-            p99: delayMs(eld.percentile(99)),
-            max: delayMs(eld.max),
-            samples: eld.count,
-            resolution_ms: ELD_RESOLUTION_MS,
-          },
-          memory: { rss_bytes: mem.rss, heap_used_bytes: mem.heapUsed, external_bytes: mem.external },
-          calls: calls.stats(),
-          ingest: ingest?.stats ?? null,
-          // Statistics pre-aggregates: built yet, how (loaded or rebuilt), and up to which part.
-          rollups: rollups
-            ? { ready: rollups.ready, origin: rollups.origin, x: rollups.x, parts_past_x: Math.max(0, calls.lastSeq - rollups.x) }
-            : null,
-          /** Requests being handled, this one included. */
-          in_flight: inFlight?.() ?? null,
-          // Per served model: its backend, requests running and waiting, KV-cache positions in use.
-          inference: inference ? await inference() : null,
-        }
-        if (ctx.query.reset) eld.reset()
-        return { body }
-      },
+      query: AdminStatsQuerySchema,
+      handler: processStats(d, eld),
     }),
     route({
+      ...admin,
       method: 'POST',
       path: '/admin/keys',
-      family: 'trace',
-      auth: 'admin',
-      tags: ['Admin'],
       summary: 'Create an API key (the key is returned once)',
       body: KeyCreateReqSchema,
-      response: { description: 'The new key', schema: Type.Object({ key: Type.String(), info: KeyInfoSchema }) },
-      handler: async (ctx) => {
-        try {
-          const { key, info } = await keys.create({
-            userId: ctx.body.user_id,
-            name: ctx.body.name,
-            entities: ctx.body.entities ?? null,
-            isAdmin: ctx.body.is_admin ?? false,
-          })
-          return { body: { key, info: keyInfoJson(info) } }
-        } catch (e) {
-          if (e instanceof KeyError) throw new DomainError(400, e.message)
-          throw e
-        }
-      },
+      response: { description: 'The new key', schema: KeyCreateResSchema },
+      handler: createKey(d.keys),
     }),
     route({
+      ...admin,
       method: 'GET',
       path: '/admin/keys',
-      family: 'trace',
-      auth: 'admin',
-      tags: ['Admin'],
       summary: 'List API keys (never the keys themselves)',
-      response: { description: 'Keys', schema: Type.Object({ keys: Type.Array(KeyInfoSchema) }) },
-      handler: async () => ({ body: { keys: (await keys.list()).map(keyInfoJson) } }),
+      response: { description: 'Keys', schema: KeyListResSchema },
+      handler: listKeys(d.keys),
     }),
     route({
+      ...admin,
       method: 'DELETE',
       path: '/admin/keys/{key_id}',
-      family: 'trace',
-      auth: 'admin',
-      tags: ['Admin'],
       summary: 'Revoke an API key',
       response: { description: 'The revoked key', schema: KeyInfoSchema },
-      handler: async (ctx) => {
-        const info = await keys.revoke(ctx.params.key_id!)
-        if (!info) throw new DomainError(404, `No API key with id ${JSON.stringify(ctx.params.key_id)}`)
-        return { body: keyInfoJson(info) }
-      },
+      handler: revokeKey(d.keys),
     }),
   ]
 }

@@ -1,44 +1,20 @@
 import busboy from 'busboy'
-import { Type } from '@sinclair/typebox'
-import { canAccess } from '../catalog/keys.js'
+import { canAccess } from '../core/principal.js'
 import { DomainError } from '../core/errors.js'
-import { bodyProject, route, type Ctx, type RouteDef } from './route.js'
+import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
 import type { ObjectStore } from '../catalog/objects.js'
-import { Nullable, ProjectIdSchema } from '../schemas/common.js'
+import {
+  FileContentReqSchema,
+  FileCreateResSchema,
+  ObjCreateReqSchema,
+  ObjCreateResSchema,
+  ObjReadReqSchema,
+  type FileContentReq,
+  type ObjCreateReq,
+  type ObjReadReq,
+} from '../schemas/objects.js'
 
 const OBJECT_ID = /^[\w.-]{1,128}$/
-
-const ObjCreateReqSchema = Type.Object(
-  {
-    obj: Type.Object({
-      project_id: ProjectIdSchema,
-      object_id: Type.String({ minLength: 1, maxLength: 1024 }),
-      val: Type.Unknown(),
-      builtin_object_class: Type.Optional(Nullable(Type.String())),
-      set_base_object_class: Type.Optional(Nullable(Type.String())),
-      expected_digest: Type.Optional(Nullable(Type.String())),
-      svc_user_id: Type.Optional(Nullable(Type.String())),
-      wb_user_id: Type.Optional(Nullable(Type.String())),
-    }),
-  },
-  { additionalProperties: false },
-)
-
-const ObjReadReqSchema = Type.Object(
-  {
-    project_id: ProjectIdSchema,
-    object_id: Type.String({ minLength: 1, maxLength: 1024 }),
-    digest: Type.String({ minLength: 1, maxLength: 128, description: 'A content digest, "latest" or "v<N>"' }),
-    metadata_only: Type.Optional(Nullable(Type.Boolean())),
-    include_tags_and_aliases: Type.Optional(Nullable(Type.Boolean())),
-  },
-  { additionalProperties: false },
-)
-
-const FileContentReqSchema = Type.Object(
-  { project_id: ProjectIdSchema, digest: Type.String({ minLength: 1, maxLength: 128 }) },
-  { additionalProperties: false },
-)
 
 function checkObjectId(id: string): void {
   // Weave answers InvalidFieldError (403) here, not a validation error.
@@ -73,87 +49,96 @@ function parseMultipart(ctx: Ctx, maxBytes: number): Promise<{ fields: Record<st
   })
 }
 
-/** The object endpoints the Weave SDKs need to save ops and objects (reference §3.11, §3.14). */
+function createObject(objects: ObjectStore) {
+  return async (ctx: Ctx<ObjCreateReq>): Promise<Reply> => {
+    const o = ctx.body.obj
+    checkObjectId(o.object_id)
+    const created = await objects.create(o.project_id, o.object_id, o.val, ctx.principal?.userId ?? 'anonymous')
+    if (o.expected_digest && o.expected_digest !== created.digest) {
+      throw new DomainError(409, `Digest mismatch: expected ${o.expected_digest}, computed ${created.digest}`)
+    }
+    return { body: created }
+  }
+}
+
+function readObject(objects: ObjectStore) {
+  return async (ctx: Ctx<ObjReadReq>): Promise<Reply> => {
+    const b = ctx.body
+    const obj = await objects.read(b.project_id, b.object_id, b.digest, b.metadata_only === true)
+    if (!obj) throw new DomainError(404, `Obj ${b.object_id}:${b.digest} not found`)
+    if (obj.deleted_at)
+      throw new DomainError(404, `${b.object_id}:v${obj.version_index} was deleted at ${obj.deleted_at}`, {
+        extra: { deleted_at: obj.deleted_at },
+      })
+    return { body: { obj } }
+  }
+}
+
+/** The project is a form field, so the entity check happens here rather than in the route's `project`. */
+function createFile(objects: ObjectStore, maxBodyBytes: number) {
+  return async (ctx: Ctx): Promise<Reply> => {
+    const { fields, file } = await parseMultipart(ctx, maxBodyBytes)
+    const project = fields.project_id
+    if (!project || !/^[^/\s]+\/[^/\s]+$/.test(project) || project.length > 256)
+      throw new DomainError(400, 'Form field project_id must be "entity/project"')
+    if (ctx.principal && !canAccess(ctx.principal, project.slice(0, project.indexOf('/'))))
+      throw new DomainError(403, `This API key may not access ${project}`)
+    if (!file) throw new DomainError(400, 'Form field file is missing')
+    const digest = await objects.createFile(project, file)
+    if (fields.expected_digest && fields.expected_digest !== digest)
+      throw new DomainError(409, `Digest mismatch: expected ${fields.expected_digest}, computed ${digest}`)
+    return { body: { digest } }
+  }
+}
+
+function readFile(objects: ObjectStore) {
+  return async (ctx: Ctx<FileContentReq>): Promise<Reply> => {
+    const content = await objects.readFile(ctx.body.project_id, ctx.body.digest)
+    if (!content) throw new DomainError(404, `File ${ctx.body.digest} not found`)
+    return { raw: content, contentType: 'application/octet-stream' }
+  }
+}
+
+/** The object endpoints the Weave SDKs need to save ops and objects (docs/objects.md). */
 export function objectRoutes(objects: ObjectStore, maxBodyBytes: number): RouteDef[] {
-  const tags = ['Objects']
+  const common = { family: 'trace' as const, auth: 'key' as const, tags: ['Objects'] }
   return [
     route({
+      ...common,
       method: 'POST',
       path: '/obj/create',
-      family: 'trace',
-      auth: 'key',
-      tags,
       summary: 'Create an object version (same content, same digest)',
       body: ObjCreateReqSchema,
-      response: { description: 'The digest', schema: Type.Object({ digest: Type.String(), object_id: Type.String() }) },
+      response: { description: 'The digest', schema: ObjCreateResSchema },
       project: (ctx) => ctx.body.obj.project_id,
-      handler: async (ctx) => {
-        const o = ctx.body.obj
-        checkObjectId(o.object_id)
-        const created = await objects.create(o.project_id, o.object_id, o.val, ctx.principal?.userId ?? 'anonymous')
-        if (o.expected_digest && o.expected_digest !== created.digest) {
-          throw new DomainError(409, `Digest mismatch: expected ${o.expected_digest}, computed ${created.digest}`)
-        }
-        return { body: created }
-      },
+      handler: createObject(objects),
     }),
     route({
+      ...common,
       method: 'POST',
       path: '/obj/read',
-      family: 'trace',
-      auth: 'key',
-      tags,
       summary: 'Read one object version',
       body: ObjReadReqSchema,
       project: bodyProject,
-      handler: async (ctx) => {
-        const b = ctx.body
-        const obj = await objects.read(b.project_id, b.object_id, b.digest, b.metadata_only === true)
-        if (!obj) throw new DomainError(404, `Obj ${b.object_id}:${b.digest} not found`)
-        if (obj.deleted_at)
-          throw new DomainError(404, `${b.object_id}:v${obj.version_index} was deleted at ${obj.deleted_at}`, {
-            extra: { deleted_at: obj.deleted_at },
-          })
-        return { body: { obj } }
-      },
+      handler: readObject(objects),
     }),
     route({
+      ...common,
       method: 'POST',
       path: '/file/create',
-      family: 'trace',
-      auth: 'key',
-      tags,
       summary: 'Store a file (multipart: project_id, file); content-addressed',
       rawBody: true,
-      response: { description: 'The file digest', schema: Type.Object({ digest: Type.String() }) },
-      handler: async (ctx) => {
-        const { fields, file } = await parseMultipart(ctx, maxBodyBytes)
-        const project = fields.project_id
-        if (!project || !/^[^/\s]+\/[^/\s]+$/.test(project) || project.length > 256)
-          throw new DomainError(400, 'Form field project_id must be "entity/project"')
-        if (ctx.principal && !canAccess(ctx.principal, project.slice(0, project.indexOf('/'))))
-          throw new DomainError(403, `This API key may not access ${project}`)
-        if (!file) throw new DomainError(400, 'Form field file is missing')
-        const digest = await objects.createFile(project, file)
-        if (fields.expected_digest && fields.expected_digest !== digest)
-          throw new DomainError(409, `Digest mismatch: expected ${fields.expected_digest}, computed ${digest}`)
-        return { body: { digest } }
-      },
+      response: { description: 'The file digest', schema: FileCreateResSchema },
+      handler: createFile(objects, maxBodyBytes),
     }),
     route({
+      ...common,
       method: 'POST',
       path: '/file/content',
-      family: 'trace',
-      auth: 'key',
-      tags,
       summary: 'Read a stored file',
       body: FileContentReqSchema,
       project: bodyProject,
-      handler: async (ctx) => {
-        const content = await objects.readFile(ctx.body.project_id, ctx.body.digest)
-        if (!content) throw new DomainError(404, `File ${ctx.body.digest} not found`)
-        return { raw: content, contentType: 'application/octet-stream' }
-      },
+      handler: readFile(objects),
     }),
   ]
 }

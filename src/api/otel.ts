@@ -1,8 +1,8 @@
 import { DomainError } from '../core/errors.js'
 import { route, type Ctx, type RouteDef } from './route.js'
 import type { CallStore } from '../calls/store.js'
-import type { IngestPool } from '../calls/ingest-pool.js'
-import { encodeResponse } from '../otel/otlp.js'
+import type { IngestPool } from '../calls/ingest/pool.js'
+import { encodeResponse } from '../calls/ingest/otlp.js'
 
 /** POST /otel/v1/traces: OTLP/HTTP spans become calls; the answer names every rejected span. */
 export function otelRoutes(store: CallStore, pool: IngestPool, maxBodyBytes: number): RouteDef[] {

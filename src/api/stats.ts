@@ -2,91 +2,108 @@ import { bodyProject, route, type RouteDef } from './route.js'
 import { CallStatsReqSchema, CallStatsResSchema, CallsUsageReqSchema, CallsUsageResSchema, TraceUsageReqSchema } from '../schemas/calls.js'
 import { CostCreateReqSchema, CostCreateResSchema, CostPurgeReqSchema, CostQueryReqSchema, CostQueryResSchema } from '../schemas/costs.js'
 import type { Prices } from '../catalog/prices.js'
-import type { CallStats, StatsRequest } from '../stats/engine.js'
+import type { CallStats } from '../stats/engine.js'
 import type { UsageRollup } from '../stats/usage.js'
+
+const base = { family: 'trace' as const, auth: 'key' as const, project: bodyProject }
 
 /** Statistics, usage rollups and prices: the dashboard's read path over calls. */
 export function statsRoutes(stats: CallStats, usage: UsageRollup, prices: Prices): RouteDef[] {
-  const base = { family: 'trace' as const, auth: 'key' as const, project: bodyProject }
   return [
-    route({
-      ...base,
-      method: 'POST',
-      path: '/calls/stats',
-      tags: ['Calls'],
-      summary: 'Time-bucketed usage and call statistics',
-      description: 'Buckets aligned in `timezone`; every bucket present; usage buckets for every model seen in the range.',
-      body: CallStatsReqSchema,
-      response: { description: 'Buckets', schema: CallStatsResSchema },
-      handler: async (ctx) => {
-        const { result, path } = await stats.run(ctx.body as StatsRequest)
-        return { body: result, headers: { 'x-weft-stats-path': path } }
-      },
-    }),
-    route({
-      ...base,
-      method: 'POST',
-      path: '/calls/usage',
-      tags: ['Calls'],
-      summary: 'Usage of root calls including all their descendants',
-      body: CallsUsageReqSchema,
-      response: { description: 'Usage per root call id', schema: CallsUsageResSchema },
-      handler: async (ctx) => ({
-        body: await usage.calls(ctx.body.project_id, ctx.body.call_ids, ctx.body.include_costs ?? false, ctx.body.limit ?? 10_000),
-      }),
-    }),
-    route({
-      ...base,
-      method: 'POST',
-      path: '/trace/usage',
-      tags: ['Calls'],
-      summary: 'Usage of every matching call including its descendants',
-      body: TraceUsageReqSchema,
-      response: { description: 'Usage per call id', schema: CallsUsageResSchema },
-      handler: async (ctx) => {
-        const b = ctx.body
-        return {
-          body: await usage.traces(
-            b.project_id,
-            b.filter,
-            b.query as { $expr: unknown } | null | undefined,
-            b.include_costs ?? false,
-            b.limit ?? 10_000,
-          ),
-        }
-      },
-    }),
-    route({
-      ...base,
-      method: 'POST',
-      path: '/cost/create',
-      tags: ['Costs'],
-      summary: 'Add prices for models in a project (they win over the default price book from their effective date)',
-      body: CostCreateReqSchema,
-      response: { description: 'The new price ids', schema: CostCreateResSchema },
-      handler: async (ctx) => ({ body: { ids: await prices.create(ctx.body.project_id, ctx.principal!.userId, ctx.body.costs) } }),
-    }),
-    route({
-      ...base,
-      method: 'POST',
-      path: '/cost/query',
-      tags: ['Costs'],
-      summary: "Query a project's prices",
-      body: CostQueryReqSchema,
-      response: { description: 'Prices', schema: CostQueryResSchema },
-      handler: async (ctx) => ({ body: { results: await prices.query(ctx.body.project_id, ctx.body as Parameters<Prices['query']>[1]) } }),
-    }),
-    route({
-      ...base,
-      method: 'POST',
-      path: '/cost/purge',
-      tags: ['Costs'],
-      summary: 'Remove project prices by id',
-      body: CostPurgeReqSchema,
-      handler: async (ctx) => {
-        await prices.purge(ctx.body.project_id, ctx.body.query)
-        return { body: {} }
-      },
-    }),
+    callStatsRoute(stats),
+    callsUsageRoute(usage),
+    traceUsageRoute(usage),
+    costCreateRoute(prices),
+    costQueryRoute(prices),
+    costPurgeRoute(prices),
   ]
+}
+
+function callStatsRoute(stats: CallStats): RouteDef {
+  return route({
+    ...base,
+    method: 'POST',
+    path: '/calls/stats',
+    tags: ['Calls'],
+    summary: 'Time-bucketed usage and call statistics',
+    description: 'Buckets aligned in `timezone`; every bucket present; usage buckets for every model seen in the range.',
+    body: CallStatsReqSchema,
+    response: { description: 'Buckets', schema: CallStatsResSchema },
+    handler: async (ctx) => {
+      const { result, path } = await stats.run(ctx.body)
+      return { body: result, headers: { 'x-weft-stats-path': path } }
+    },
+  })
+}
+
+function callsUsageRoute(usage: UsageRollup): RouteDef {
+  return route({
+    ...base,
+    method: 'POST',
+    path: '/calls/usage',
+    tags: ['Calls'],
+    summary: 'Usage of root calls including all their descendants',
+    body: CallsUsageReqSchema,
+    response: { description: 'Usage per root call id', schema: CallsUsageResSchema },
+    handler: async (ctx) => ({
+      body: await usage.calls(ctx.body.project_id, ctx.body.call_ids, ctx.body.include_costs ?? false, ctx.body.limit ?? 10_000),
+    }),
+  })
+}
+
+function traceUsageRoute(usage: UsageRollup): RouteDef {
+  return route({
+    ...base,
+    method: 'POST',
+    path: '/trace/usage',
+    tags: ['Calls'],
+    summary: 'Usage of every matching call including its descendants',
+    body: TraceUsageReqSchema,
+    response: { description: 'Usage per call id', schema: CallsUsageResSchema },
+    handler: async (ctx) => {
+      const b = ctx.body
+      return { body: await usage.traces(b.project_id, b.filter, b.query, b.include_costs ?? false, b.limit ?? 10_000) }
+    },
+  })
+}
+
+function costCreateRoute(prices: Prices): RouteDef {
+  return route({
+    ...base,
+    method: 'POST',
+    path: '/cost/create',
+    tags: ['Costs'],
+    summary: 'Add prices for models in a project (they win over the default price book from their effective date)',
+    body: CostCreateReqSchema,
+    response: { description: 'The new price ids', schema: CostCreateResSchema },
+    handler: async (ctx) => ({ body: { ids: await prices.create(ctx.body.project_id, ctx.principal!.userId, ctx.body.costs) } }),
+  })
+}
+
+function costQueryRoute(prices: Prices): RouteDef {
+  return route({
+    ...base,
+    method: 'POST',
+    path: '/cost/query',
+    tags: ['Costs'],
+    summary: "Query a project's prices",
+    body: CostQueryReqSchema,
+    response: { description: 'Prices', schema: CostQueryResSchema },
+    handler: async (ctx) => ({ body: { results: await prices.query(ctx.body.project_id, ctx.body) } }),
+  })
+}
+
+function costPurgeRoute(prices: Prices): RouteDef {
+  return route({
+    ...base,
+    method: 'POST',
+    path: '/cost/purge',
+    tags: ['Costs'],
+    summary: 'Remove project prices by id',
+    body: CostPurgeReqSchema,
+    handler: async (ctx) => {
+      await prices.purge(ctx.body.project_id, ctx.body.query)
+      return { body: {} }
+    },
+  })
 }

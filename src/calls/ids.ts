@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 
-// Weave accepts OTel-style hex ids or canonical lowercase UUIDs (reference §3.3).
+// Weave accepts OTel-style hex ids or canonical lowercase UUIDs (docs/calls-and-storage.md).
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const HEX16 = /^[0-9a-f]{16}$/
 const HEX32 = /^[0-9a-f]{32}$/

@@ -1,6 +1,7 @@
 import type { DuckDBConnection } from '@duckdb/node-api'
 import type { Params } from '../query/expr.js'
-import type { Extra, QueryOptions } from './store.js'
+import type { QueryOptions } from './model.js'
+import type { Extra } from './read/merged.js'
 
 /**
  * What statistics read of the calls store, and nothing more. The store keeps every part in one DuckDB

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 
 /**
- * Weave's digests (reference §7.1), so refs written by existing clients resolve here:
+ * Weave's digests (docs/objects.md), so refs written by existing clients resolve here:
  * base64url(sha256(bytes)) with '-'→'X', '_'→'Y' and no padding: 43 characters of [A-Za-z0-9].
  */
 export function digestBytes(bytes: Uint8Array | string): string {

@@ -1,4 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import fs from 'node:fs/promises'
+import path from 'node:path'
 import { blobValue, listValue } from '@duckdb/node-api'
 import type { Catalog } from './db.js'
 
@@ -137,6 +139,26 @@ export class KeyStore {
       this.active.delete(Buffer.from(row.key_hash).toString('hex'))
     }
     return toInfo(row)
+  }
+}
+
+/** The file in the data dir that keeps the admin key the first start created. */
+export const ADMIN_KEY_FILE = 'admin-key'
+
+/**
+ * Keeps the first admin key in `<dataDir>/admin-key` (the key and a newline), so it outlives the
+ * terminal it was printed in. The file is created with mode 0600 in the same call that creates it
+ * (O_EXCL), so it is never readable by others, not even for a moment; an existing file is never
+ * overwritten. Returns the file's path, or undefined when a file of that name was there already.
+ */
+export async function saveFirstAdminKey(dataDir: string, key: string): Promise<string | undefined> {
+  const file = path.join(dataDir, ADMIN_KEY_FILE)
+  try {
+    await fs.writeFile(file, key + '\n', { mode: 0o600, flag: 'wx' })
+    return file
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return undefined
+    throw e
   }
 }
 

@@ -60,7 +60,7 @@ export const MIGRATIONS: Migration[] = [
     version: 3,
     name: 'llm_token_prices',
     statements: [
-      // Project prices (reference §5.8); the default book lives in assets/prices.json.
+      // Project prices (docs/statistics.md); the default book lives in assets/prices.json.
       `CREATE TABLE llm_token_prices (
         id VARCHAR PRIMARY KEY,
         pricing_level VARCHAR NOT NULL,

@@ -18,7 +18,7 @@ export interface ObjectVersion {
   svc_user_id: string | null
 }
 
-/** `kind` and classes as Weave derives them from the value (reference §3.11). */
+/** `kind` and classes as Weave derives them from the value (docs/objects.md). */
 export function classify(val: unknown): { kind: 'op' | 'object'; base: string | null; leaf: string | null } {
   if (!val || typeof val !== 'object' || Array.isArray(val)) return { kind: 'object', base: null, leaf: null }
   const v = val as Record<string, unknown>

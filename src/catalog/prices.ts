@@ -84,7 +84,7 @@ export function defaultPrices(extra = ''): PriceRow[] {
   return [...rows.values()]
 }
 
-/** How a price applies to a call at `at` (reference §6.2): prices already in effect first, then project over default, then newest. */
+/** How a price applies to a call at `at` (docs/statistics.md): prices already in effect first, then project over default, then newest. */
 function rank(row: PriceRow, project: string, at: number): [number, number, number] {
   const level = row.pricing_level === 'project' && row.pricing_level_id === project ? 2 : row.pricing_level === 'default' ? 3 : 4
   return [at >= row.effective_ms ? 0 : 1, level, -row.effective_ms]
@@ -187,7 +187,7 @@ function evaluate(e: unknown, row: Record<string, unknown>): unknown {
   }
 }
 
-/** Ids named by a purge query: `$eq` on id, `$in` on id, or an `$or` of such `$eq`s (reference §6.1). */
+/** Ids named by a purge query: `$eq` on id, `$in` on id, or an `$or` of such `$eq`s (docs/statistics.md). */
 function purgeIds(q: unknown): string[] {
   const fail = () => new DomainError(400, 'Can only purge costs by specifying one or more cost ids')
   const e = (q as { $expr?: Expr } | null)?.$expr
@@ -289,7 +289,7 @@ export class Prices {
     return ids
   }
 
-  /** The project's own prices (reference §6.1: project level only), filtered, sorted and paged. */
+  /** The project's own prices (docs/statistics.md: project level only), filtered, sorted and paged. */
   async query(
     project: string,
     req: {
@@ -368,7 +368,7 @@ function toOutput(r: PriceRow): Record<string, unknown> {
   }
 }
 
-/** `summary.weave.costs[model]` for one call's usage of one model (reference §6.2). */
+/** `summary.weave.costs[model]` for one call's usage of one model (docs/statistics.md). */
 export function callCost(row: PriceRow, usage: Record<string, unknown>): Record<string, unknown> {
   const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0)
   const prompt = usage.prompt_tokens !== undefined && usage.prompt_tokens !== null ? num(usage.prompt_tokens) : num(usage.input_tokens)

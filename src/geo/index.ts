@@ -233,32 +233,56 @@ function parseRows(buf: Buffer, file: string, width: 1 | 4, countries: CountryTa
   return { rowStart, rowEnd, rowCountry, rows }
 }
 
-/**
- * Builds the disjoint boundary table. Runs of rows that do not overlap map one to one; each
- * cluster of overlapping rows is swept point by point, which is rare enough to do in BigInt.
- */
-function buildFamily(buf: Buffer, file: string, version: IpVersion, fileIndex: number, countries: CountryTable): Family {
-  const width = version === 4 ? 1 : 4
-  const { rowStart, rowEnd, rowCountry, rows } = parseRows(buf, file, width, countries)
-  // Each row adds at most its start and the address after its end; each gap adds one.
-  let boundStart = new Uint32Array((2 * rows + 1) * width)
-  let boundRow = new Uint32Array(2 * rows + 1)
-  let bounds = 0
-  let overlappingRows = 0
-  const point = new Uint32Array(width)
+type Rows = ReturnType<typeof parseRows>
 
-  const emit = (src: Uint32Array, si: number, row: number): void => {
-    if (bounds > 0 && boundRow[bounds - 1] === row) return
-    if (bounds > 0 && compare(boundStart, (bounds - 1) * width, src, si, width) >= 0) {
-      throw new Error(`${file}: internal error, range boundaries out of order near row ${row + 1}`)
-    }
-    copy(src, si, boundStart, bounds * width, width)
-    boundRow[bounds++] = row
+/**
+ * The disjoint boundary table under construction: each entry is the first address of a stretch
+ * and the row that answers for it (NONE for a gap). Each row adds at most its start and the
+ * address after its end; each gap adds one.
+ */
+class Boundaries {
+  start: Uint32Array
+  row: Uint32Array
+  count = 0
+
+  constructor(
+    private readonly file: string,
+    private readonly width: number,
+    rows: number,
+  ) {
+    this.start = new Uint32Array((2 * rows + 1) * width)
+    this.row = new Uint32Array(2 * rows + 1)
   }
 
+  /** Appends a stretch starting at `src[si..]`; a stretch answered by the same row as the last one extends it. */
+  emit(src: Uint32Array, si: number, row: number): void {
+    const { width, count } = this
+    if (count > 0 && this.row[count - 1] === row) return
+    if (count > 0 && compare(this.start, (count - 1) * width, src, si, width) >= 0) {
+      throw new Error(`${this.file}: internal error, range boundaries out of order near row ${row + 1}`)
+    }
+    copy(src, si, this.start, count * width, width)
+    this.row[this.count++] = row
+  }
+
+  /** Gives back the over-allocation: the table lives as long as the process. */
+  trim(): void {
+    this.start = this.start.slice(0, this.count * this.width)
+    this.row = this.row.slice(0, this.count)
+  }
+}
+
+/**
+ * Walks the rows in clusters of overlapping rows: runs of rows that do not overlap map one to one;
+ * each cluster is swept point by point. Returns how many rows overlap an earlier one.
+ */
+function walkClusters(r: Rows, width: number, out: Boundaries): number {
+  const { rowStart, rowEnd, rows } = r
+  const point = new Uint32Array(width)
   const clusterEnd = new Uint32Array(width)
-  let prevEndValid = false
   const prevEnd = new Uint32Array(width)
+  let prevEndValid = false
+  let overlappingRows = 0
   let i = 0
   while (i < rows) {
     copy(rowEnd, i * width, clusterEnd, 0, width)
@@ -268,65 +292,82 @@ function buildFamily(buf: Buffer, file: string, version: IpVersion, fileIndex: n
       j++
     }
     if (prevEndValid && increment(prevEnd, 0, point, 0, width) && compare(point, 0, rowStart, i * width, width) < 0) {
-      emit(point, 0, NONE)
+      out.emit(point, 0, NONE)
     }
     if (j === i + 1) {
-      emit(rowStart, i * width, i)
+      out.emit(rowStart, i * width, i)
     } else {
       overlappingRows += j - i - 1
-      sweepCluster(i, j)
+      sweepCluster(r, width, i, j, point, out)
     }
     copy(clusterEnd, 0, prevEnd, 0, width)
     prevEndValid = true
     i = j
   }
-  if (increment(prevEnd, 0, point, 0, width)) emit(point, 0, NONE)
+  if (increment(prevEnd, 0, point, 0, width)) out.emit(point, 0, NONE)
+  return overlappingRows
+}
 
-  function sweepCluster(from: number, to: number): void {
-    const k = to - from
-    const s: bigint[] = new Array(k)
-    const e: bigint[] = new Array(k)
-    const points: bigint[] = []
-    for (let r = 0; r < k; r++) {
-      s[r] = wordsToBigInt(rowStart, (from + r) * width, width)
-      e[r] = wordsToBigInt(rowEnd, (from + r) * width, width)
-      points.push(s[r]!, e[r]! + 1n)
+/**
+ * Rows `from..to-1` overlap: at every start and every end + 1 among them, the narrowest row
+ * covering the point (the later one on equal width) answers. Rare enough to do in BigInt.
+ */
+function sweepCluster(r: Rows, width: number, from: number, to: number, point: Uint32Array, out: Boundaries): void {
+  const k = to - from
+  const s: bigint[] = new Array(k)
+  const e: bigint[] = new Array(k)
+  const points: bigint[] = []
+  for (let x = 0; x < k; x++) {
+    s[x] = wordsToBigInt(r.rowStart, (from + x) * width, width)
+    e[x] = wordsToBigInt(r.rowEnd, (from + x) * width, width)
+    points.push(s[x]!, e[x]! + 1n)
+  }
+  points.sort((x, y) => (x < y ? -1 : x > y ? 1 : 0))
+  const last = points[points.length - 1]!
+  const active: number[] = []
+  let next = 0
+  let prev = -1n
+  for (const p of points) {
+    if (p === prev) continue
+    prev = p
+    // The cluster's own end + 1 is left to the caller, which knows whether a gap follows.
+    if (p === last) break
+    while (next < k && s[next]! <= p) active.push(next++)
+    let keep = 0
+    for (const x of active) if (e[x]! >= p) active[keep++] = x
+    active.length = keep
+    const best = narrowest(active, s, e)
+    let v = p
+    for (let w = width - 1; w >= 0; w--) {
+      point[w] = Number(v & 0xffffffffn)
+      v >>= 32n
     }
-    points.sort((x, y) => (x < y ? -1 : x > y ? 1 : 0))
-    const last = points[points.length - 1]!
-    const active: number[] = []
-    let next = 0
-    let prev = -1n
-    for (const p of points) {
-      if (p === prev) continue
-      prev = p
-      // The cluster's own end + 1 is left to the caller, which knows whether a gap follows.
-      if (p === last) break
-      while (next < k && s[next]! <= p) active.push(next++)
-      let keep = 0
-      for (const r of active) if (e[r]! >= p) active[keep++] = r
-      active.length = keep
-      let best = -1
-      let bestWidth = 0n
-      for (const r of active) {
-        const w = e[r]! - s[r]!
-        if (best < 0 || w <= bestWidth) {
-          best = r
-          bestWidth = w
-        }
-      }
-      let v = p
-      for (let w = width - 1; w >= 0; w--) {
-        point[w] = Number(v & 0xffffffffn)
-        v >>= 32n
-      }
-      emit(point, 0, best < 0 ? NONE : from + best)
+    out.emit(point, 0, best < 0 ? NONE : from + best)
+  }
+}
+
+/** The narrowest of the active rows, the later one on equal width; -1 when none is active. */
+function narrowest(active: number[], s: bigint[], e: bigint[]): number {
+  let best = -1
+  let bestWidth = 0n
+  for (const x of active) {
+    const w = e[x]! - s[x]!
+    if (best < 0 || w <= bestWidth) {
+      best = x
+      bestWidth = w
     }
   }
+  return best
+}
 
-  // Give back the over-allocation: the table lives as long as the process.
-  boundStart = boundStart.slice(0, bounds * width)
-  boundRow = boundRow.slice(0, bounds)
+/** Builds the disjoint boundary table of one range file. */
+function buildFamily(buf: Buffer, file: string, version: IpVersion, fileIndex: number, countries: CountryTable): Family {
+  const width = version === 4 ? 1 : 4
+  const parsed = parseRows(buf, file, width, countries)
+  const { rowStart, rowEnd, rowCountry, rows } = parsed
+  const bounds = new Boundaries(file, width, rows)
+  const overlappingRows = walkClusters(parsed, width, bounds)
+  bounds.trim()
   return {
     version,
     fileIndex,
@@ -335,9 +376,9 @@ function buildFamily(buf: Buffer, file: string, version: IpVersion, fileIndex: n
     rowStart: rowStart.slice(0, rows * width),
     rowEnd: rowEnd.slice(0, rows * width),
     rowCountry: rowCountry.slice(0, rows),
-    boundStart,
-    boundRow,
-    bounds,
+    boundStart: bounds.start,
+    boundRow: bounds.row,
+    bounds: bounds.count,
     overlappingRows,
   }
 }

@@ -2,7 +2,8 @@ import { parseJson } from '../core/json.js'
 import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Logger } from 'pino'
-import { canAccess, type KeyStore, type Principal } from '../catalog/keys.js'
+import type { KeyStore } from '../catalog/keys.js'
+import { canAccess, type Principal } from '../core/principal.js'
 import { DomainError, toDomainError, validationError } from '../core/errors.js'
 import { HttpError, errorReply, type Family } from './errors.js'
 import { credentialsOf } from './credentials.js'
@@ -46,6 +47,19 @@ interface CompiledRoute {
   def: RouteDef
   body?: Validator
   query?: Validator
+}
+
+/** One request on its way through dispatch: what the error reply and the access log need. */
+interface Attempt {
+  started: number
+  requestId: string
+  /** Headers every reply carries: request id, keep-alive, CORS. */
+  base: [string, string][]
+  /** The reply shape: the path's until a route matches, then the route's. */
+  family: Family
+  /** 0 until something is sent. */
+  status: number
+  principal: Principal | null
 }
 
 const INFERENCE_PREFIX = '/inference/v1/'
@@ -98,80 +112,88 @@ export class App {
   }
 
   async dispatch(ex: Exchange): Promise<void> {
-    const started = performance.now()
+    const a = this.begin(ex)
+    this.inFlight++
+    try {
+      await this.serve(ex, a)
+    } catch (e) {
+      this.replyError(ex, a, e)
+    } finally {
+      this.inFlight--
+      if (this.inFlight === 0 && this.idleWaiters.length > 0) {
+        for (const w of this.idleWaiters.splice(0)) w()
+      }
+      if (this.opts.accessLog) this.logAccess(ex, a)
+    }
+  }
+
+  private begin(ex: Exchange): Attempt {
     const incomingId = ex.headers['x-request-id']
     const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : randomUUID()
     const cors = this.corsHeaders(ex.headers.origin)
     // uWebSockets.js closes a connection idle for 10 s; clients that keep sockets (undici, the SDKs)
     // reuse one only within the timeout announced here, so they never write into a closing socket.
     const base: [string, string][] = [['x-request-id', requestId], ['keep-alive', 'timeout=5'], ...cors]
-    let family = familyOfPath(ex.path)
-    let status = 0
-    let principal: Principal | null = null
-    this.inFlight++
-    try {
-      if (this.draining) throw new DomainError(503, 'Server is shutting down', { retryAfterS: 1 })
-      if (ex.method === 'OPTIONS') {
-        status = this.preflight(ex, base)
-        return
-      }
-      const m = this.match(ex.method, ex.path)
-      if (m.kind === 'not_found') throw new DomainError(404, `No route for ${ex.method} ${ex.path}`)
-      if (m.kind === 'bad_path') throw new DomainError(400, m.message)
-      if (m.kind === 'method_not_allowed') {
-        throw new HttpError(405, `Method ${ex.method} not allowed on ${ex.path}; allowed: ${m.allow.join(', ')}`, {
-          allow: m.allow.join(', '),
-        })
-      }
-      const { def } = m.route
-      family = def.family
-      principal = this.authenticate(def, ex.headers)
+    return { started: performance.now(), requestId, base, family: familyOfPath(ex.path), status: 0, principal: null }
+  }
 
-      const ctx = await this.buildContext(ex, m.route, m.params, requestId, principal)
-      if (def.project && principal) {
-        const project = def.project(ctx)
-        if (project !== undefined) {
-          const entity = project.slice(0, project.indexOf('/'))
-          if (!canAccess(principal, entity)) {
-            throw new DomainError(403, `This API key may not access entity ${JSON.stringify(entity)}`)
-          }
-        }
-      }
-      if (!def.handler) {
-        throw new DomainError(501, `${def.method} ${def.path} is not implemented yet${def.pending ? ` (${def.pending})` : ''}`)
-      }
-      const reply = await def.handler(ctx)
-      status = await this.write(ex, base, reply)
-    } catch (e) {
-      const err = toDomainError(e)
-      if (err.status >= 500 && !(e instanceof DomainError)) {
-        this.opts.log.error({ err: e, req_id: requestId, method: ex.method, path: ex.path }, 'request failed')
-      }
-      const r = errorReply(family, err)
-      status = r.status
-      const headers = [...base, ['content-type', 'application/json'] as [string, string]]
-      for (const [k, v] of Object.entries(r.headers ?? {})) headers.push([k, v])
-      // After a 413 or during shutdown the rest of the request may still be arriving: close.
-      ex.send(status, headers, JSON.stringify(r.body), status === 413 || this.draining)
-    } finally {
-      this.inFlight--
-      if (this.inFlight === 0 && this.idleWaiters.length > 0) {
-        for (const w of this.idleWaiters.splice(0)) w()
-      }
-      if (this.opts.accessLog) {
-        this.opts.log.info(
-          {
-            req_id: requestId,
-            method: ex.method,
-            path: ex.path,
-            status: ex.aborted && status === 0 ? 499 : status,
-            ms: Math.round((performance.now() - started) * 1000) / 1000,
-            user: principal?.userId,
-          },
-          'request',
-        )
-      }
+  /** Route, authenticate, validate, authorise, handle, write: each step throws what the client is answered. */
+  private async serve(ex: Exchange, a: Attempt): Promise<void> {
+    if (this.draining) throw new DomainError(503, 'Server is shutting down', { retryAfterS: 1 })
+    if (ex.method === 'OPTIONS') {
+      a.status = this.preflight(ex, a.base)
+      return
     }
+    const { route, params } = this.route(ex)
+    const { def } = route
+    a.family = def.family
+    a.principal = this.authenticate(def, ex.headers)
+    const ctx = await this.buildContext(ex, route, params, a.requestId, a.principal)
+    if (def.project && a.principal) authorizeProject(a.principal, def.project(ctx))
+    if (!def.handler) {
+      throw new DomainError(501, `${def.method} ${def.path} is not implemented yet${def.pending ? ` (${def.pending})` : ''}`)
+    }
+    const reply = await def.handler(ctx)
+    a.status = await this.write(ex, a.base, reply)
+  }
+
+  private route(ex: Exchange): { route: CompiledRoute; params: Record<string, string> } {
+    const m = this.match(ex.method, ex.path)
+    if (m.kind === 'not_found') throw new DomainError(404, `No route for ${ex.method} ${ex.path}`)
+    if (m.kind === 'bad_path') throw new DomainError(400, m.message)
+    if (m.kind === 'method_not_allowed') {
+      throw new HttpError(405, `Method ${ex.method} not allowed on ${ex.path}; allowed: ${m.allow.join(', ')}`, {
+        allow: m.allow.join(', '),
+      })
+    }
+    return m
+  }
+
+  private replyError(ex: Exchange, a: Attempt, e: unknown): void {
+    const err = toDomainError(e)
+    if (err.status >= 500 && !(e instanceof DomainError)) {
+      this.opts.log.error({ err: e, req_id: a.requestId, method: ex.method, path: ex.path }, 'request failed')
+    }
+    const r = errorReply(a.family, err)
+    a.status = r.status
+    const headers = [...a.base, ['content-type', 'application/json'] as [string, string]]
+    for (const [k, v] of Object.entries(r.headers ?? {})) headers.push([k, v])
+    // After a 413 or during shutdown the rest of the request may still be arriving: close.
+    ex.send(a.status, headers, JSON.stringify(r.body), a.status === 413 || this.draining)
+  }
+
+  private logAccess(ex: Exchange, a: Attempt): void {
+    this.opts.log.info(
+      {
+        req_id: a.requestId,
+        method: ex.method,
+        path: ex.path,
+        status: ex.aborted && a.status === 0 ? 499 : a.status,
+        ms: Math.round((performance.now() - a.started) * 1000) / 1000,
+        user: a.principal?.userId,
+      },
+      'request',
+    )
   }
 
   /**
@@ -292,6 +314,15 @@ export class App {
     ]
     ex.send(204, headers, '', false)
     return 204
+  }
+}
+
+/** A route that names a project may only be called with a key that covers the project's entity. */
+function authorizeProject(principal: Principal, project: string | undefined): void {
+  if (project === undefined) return
+  const entity = project.slice(0, project.indexOf('/'))
+  if (!canAccess(principal, entity)) {
+    throw new DomainError(403, `This API key may not access entity ${JSON.stringify(entity)}`)
   }
 }
 

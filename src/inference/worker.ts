@@ -7,7 +7,8 @@ import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm'
 import { LlamaModel, type LlamaConfig } from './llama.js'
 import { readModelWeights } from './safetensors.js'
 import { ModelTokenizer } from './tokenizer.js'
-import { Engine, type EngineOptions, type GenerationDefaults } from './engine.js'
+import { Engine } from './engine.js'
+import type { EngineOptions, GenerationDefaults } from './request.js'
 import type { ModelInfo, WorkerCommand, WorkerEvent } from './protocol.js'
 
 export interface WorkerConfig {
@@ -55,11 +56,17 @@ async function readJson<T>(file: string, fallback: T): Promise<T> {
   }
 }
 
-/** Loads the model of a Hugging Face directory and answers commands on `port` until told to stop. */
-export async function serveModel(config: WorkerConfig, port: MessagePort): Promise<void> {
-  const emit = (e: WorkerEvent) => port.postMessage(e)
-  const backend = await chooseBackend(config.backend)
-  const dir = config.modelDir
+/** A model directory loaded: the model, its tokenizer, its sampling defaults, and what /v1/models tells of it. */
+interface Loaded {
+  cfg: LlamaConfig
+  model: LlamaModel
+  tok: ModelTokenizer
+  gen: GenerationDefaults
+  arch: string
+  parameters: number
+}
+
+async function loadModel(dir: string): Promise<Loaded> {
   const cfg = await readJson<LlamaConfig | null>(path.join(dir, 'config.json'), null)
   if (!cfg) throw new Error(`${dir}: no config.json`)
   const arch = cfg.architectures?.[0] ?? cfg.model_type ?? 'unknown'
@@ -73,61 +80,78 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
   const model = LlamaModel.fromWeights(cfg, weights)
   weights.clear()
   const tok = await ModelTokenizer.load(dir, cfg.vocab_size, eos)
-  const engine = new Engine(model, tok, gen, config.engine, emit)
+  return { cfg, model, tok, gen, arch, parameters }
+}
+
+/** Loads the model of a Hugging Face directory and answers commands on `port` until told to stop. */
+export async function serveModel(config: WorkerConfig, port: MessagePort): Promise<void> {
+  const emit = (e: WorkerEvent) => port.postMessage(e)
+  const backend = await chooseBackend(config.backend)
+  const dir = config.modelDir
+  const m = await loadModel(dir)
+  const engine = new Engine(m.model, m.tok, m.gen, config.engine, emit)
   const info: ModelInfo = {
     name: config.servedName,
     root: dir,
-    maxModelLen: model.maxPositions,
-    vocabSize: cfg.vocab_size,
+    maxModelLen: m.model.maxPositions,
+    vocabSize: m.cfg.vocab_size,
     backend,
-    architecture: arch,
-    parameters,
+    architecture: m.arch,
+    parameters: m.parameters,
   }
-  port.on('message', (m: WorkerCommand) => {
-    switch (m.type) {
-      case 'generate':
-        engine.submit(m.req)
-        break
-      case 'cancel':
-        engine.cancel(m.id)
-        break
-      case 'tokenize':
-        try {
-          const ids = m.messages
-            ? engine.promptIds({
-                messages: m.messages,
-                addGenerationPrompt: m.addGenerationPrompt ?? true,
-                continueFinalMessage: m.continueFinalMessage ?? false,
-                addSpecialTokens: m.addSpecialTokens,
-                tools: m.tools ?? null,
-                documents: null,
-                chatTemplate: m.chatTemplate ?? null,
-                chatTemplateKwargs: m.chatTemplateKwargs ?? null,
-              })
-            : tok.encode(m.prompt ?? '', m.addSpecialTokens)
-          emit({ type: 'reply', id: m.id, result: { ids, strs: m.returnTokenStrs ? ids.map((i) => tok.tokenString(i) ?? '') : null } })
-        } catch (e) {
-          emit({ type: 'reply', id: m.id, error: { status: 400, message: (e as Error).message } })
-        }
-        break
-      case 'detokenize':
-        if (m.tokens.some((t) => t >= cfg.vocab_size))
-          emit({
-            type: 'reply',
-            id: m.id,
-            error: { status: 400, message: `token id out of range: the vocabulary has ${cfg.vocab_size} tokens` },
-          })
-        else emit({ type: 'reply', id: m.id, result: tok.decode(m.tokens, false) })
-        break
-      case 'stats':
-        emit({ type: 'reply', id: m.id, result: engine.stats })
-        break
-      case 'stop':
-        engine.stop()
-        break
-    }
-  })
+  port.on('message', (c: WorkerCommand) => answer(c, engine, m, emit))
   emit({ type: 'ready', model: info })
   await engine.run()
-  model.dispose()
+  m.model.dispose()
+}
+
+/** One command from the main thread. */
+function answer(m: WorkerCommand, engine: Engine, { cfg, tok }: Loaded, emit: (e: WorkerEvent) => void): void {
+  switch (m.type) {
+    case 'generate':
+      engine.submit(m.req)
+      break
+    case 'cancel':
+      engine.cancel(m.id)
+      break
+    case 'tokenize':
+      emit(tokenize(m, engine, tok))
+      break
+    case 'detokenize':
+      if (m.tokens.some((t) => t >= cfg.vocab_size))
+        emit({
+          type: 'reply',
+          id: m.id,
+          error: { status: 400, message: `token id out of range: the vocabulary has ${cfg.vocab_size} tokens` },
+        })
+      else emit({ type: 'reply', id: m.id, result: tok.decode(m.tokens, false) })
+      break
+    case 'stats':
+      emit({ type: 'reply', id: m.id, result: engine.stats })
+      break
+    case 'stop':
+      engine.stop()
+      break
+  }
+}
+
+/** /tokenize: a chat rendered through the template, or a plain prompt. */
+function tokenize(m: Extract<WorkerCommand, { type: 'tokenize' }>, engine: Engine, tok: ModelTokenizer): WorkerEvent {
+  try {
+    const ids = m.messages
+      ? engine.promptIds({
+          messages: m.messages,
+          addGenerationPrompt: m.addGenerationPrompt ?? true,
+          continueFinalMessage: m.continueFinalMessage ?? false,
+          addSpecialTokens: m.addSpecialTokens,
+          tools: m.tools ?? null,
+          documents: null,
+          chatTemplate: m.chatTemplate ?? null,
+          chatTemplateKwargs: m.chatTemplateKwargs ?? null,
+        })
+      : tok.encode(m.prompt ?? '', m.addSpecialTokens)
+    return { type: 'reply', id: m.id, result: { ids, strs: m.returnTokenStrs ? ids.map((i) => tok.tokenString(i) ?? '') : null } }
+  } catch (e) {
+    return { type: 'reply', id: m.id, error: { status: 400, message: (e as Error).message } }
+  }
 }

@@ -2,7 +2,7 @@ import type { DuckDBValue } from '@duckdb/node-api'
 import { DomainError } from '../core/errors.js'
 
 /**
- * Weave's query language (`{"$expr": ...}`, reference §3.5) compiled to DuckDB SQL over the merged
+ * Weave's query language (`{"$expr": ...}`, docs/calls-and-storage.md) compiled to DuckDB SQL over the merged
  * call relation. User values only ever become bound parameters; field names are checked against an
  * allow-list and JSON paths are bound as parameters too, so no user string reaches SQL text.
  */
@@ -50,7 +50,7 @@ export const CALL_COLUMNS: Record<string, { sql: string; type: SqlType }> = {
   wb_run_step_end: { sql: 'm.run_step_end', type: 'number' },
 }
 
-/** Derived at read time from the merged call (reference §3.2). */
+/** Derived at read time from the merged call (docs/calls-and-storage.md). */
 export const DERIVED: Record<string, { sql: string; type: SqlType }> = {
   'summary.weave.status': {
     sql: `(CASE WHEN m.exception IS NOT NULL THEN 'error' WHEN m.ended_at IS NULL THEN 'running'
@@ -101,15 +101,7 @@ class Compiler {
   constructor(private readonly params: Params) {}
 
   operation(op: unknown, depth: number): Compiled {
-    if (++this.nodes > MAX_NODES) throw new DomainError(400, `Query has more than ${MAX_NODES} nodes`)
-    if (depth > MAX_DEPTH) throw new DomainError(400, `Query is nested deeper than ${MAX_DEPTH} levels`)
-    if (op === null || typeof op !== 'object' || Array.isArray(op))
-      throw new DomainError(400, 'Each query operand must be an object such as {"$literal": ...}')
-    const keys = Object.keys(op)
-    if (keys.length !== 1)
-      throw new DomainError(400, `Each query operand must have exactly one operator, got ${JSON.stringify(keys.slice(0, 5))}`)
-    const name = keys[0]!
-    const arg = (op as Record<string, unknown>)[name]
+    const [name, arg] = this.operator(op, depth)
     const d = depth + 1
     switch (name) {
       case '$literal':
@@ -120,50 +112,77 @@ class Compiler {
       case '$convert':
         return this.convert(arg, d)
       case '$and':
-      case '$or': {
-        if (!Array.isArray(arg)) throw new DomainError(400, `${name} takes a list of operands`)
-        if (arg.length === 0) throw new DomainError(400, `Empty ${name === '$and' ? 'AND' : 'OR'} operation`)
-        const parts = arg.map((a) => this.bool(this.operation(a, d)))
-        if (parts.length === 1) return { sql: parts[0]!, type: 'bool' }
-        return { sql: '(' + parts.join(name === '$and' ? ' AND ' : ' OR ') + ')', type: 'bool' }
-      }
-      case '$not': {
-        if (!Array.isArray(arg) || arg.length !== 1) throw new DomainError(400, '$not takes a list of exactly one operand')
-        return { sql: `(NOT coalesce(${this.bool(this.operation(arg[0], d))}, false))`, type: 'bool' }
-      }
+      case '$or':
+        return this.andOr(name, arg, d)
+      case '$not':
+        return this.not(arg, d)
       case '$eq':
       case '$gt':
       case '$gte':
       case '$lt':
       case '$lte':
         return this.compare(name, arg, d)
-      case '$in': {
-        if (!Array.isArray(arg) || arg.length !== 2 || !Array.isArray(arg[1]))
-          throw new DomainError(400, '$in takes [operand, [operand, ...]]')
-        const left = this.operation(arg[0], d)
-        if ((arg[1] as unknown[]).length === 0) return { sql: 'false', type: 'bool' }
-        const items = (arg[1] as unknown[]).map((x) => this.coerceFor(left, this.operation(x, d)))
-        return { sql: `(${left.sql} IN (${items.join(', ')}))`, type: 'bool' }
-      }
-      case '$contains': {
-        const a = arg as { input?: unknown; substr?: unknown; case_insensitive?: unknown }
-        if (!a || typeof a !== 'object' || a.input === undefined || a.substr === undefined)
-          throw new DomainError(400, '$contains takes {input, substr, case_insensitive?}')
-        const input = this.operation(a.input, d)
-        const substr = this.operation(a.substr, d)
-        const ci = a.case_insensitive === true
-        const i = `CAST(${input.sql} AS VARCHAR)`
-        const s = `CAST(${substr.sql} AS VARCHAR)`
-        return { sql: ci ? `contains(lower(${i}), lower(${s}))` : `contains(${i}, ${s})`, type: 'bool' }
-      }
-      case '$size': {
-        const x = this.operation(arg, d)
-        if (x.json) return { sql: `coalesce(json_array_length(${x.json.column}, ${x.json.path}), length(${x.sql}))`, type: 'number' }
-        return { sql: `length(CAST(${x.sql} AS VARCHAR))`, type: 'number' }
-      }
+      case '$in':
+        return this.in(arg, d)
+      case '$contains':
+        return this.contains(arg, d)
+      case '$size':
+        return this.size(arg, d)
       default:
         throw new DomainError(400, `Unknown query operator ${JSON.stringify(name)}`)
     }
+  }
+
+  /** Counts the node against the bounds and takes the operand apart: its one operator and argument. */
+  private operator(op: unknown, depth: number): [string, unknown] {
+    if (++this.nodes > MAX_NODES) throw new DomainError(400, `Query has more than ${MAX_NODES} nodes`)
+    if (depth > MAX_DEPTH) throw new DomainError(400, `Query is nested deeper than ${MAX_DEPTH} levels`)
+    if (op === null || typeof op !== 'object' || Array.isArray(op))
+      throw new DomainError(400, 'Each query operand must be an object such as {"$literal": ...}')
+    const keys = Object.keys(op)
+    if (keys.length !== 1)
+      throw new DomainError(400, `Each query operand must have exactly one operator, got ${JSON.stringify(keys.slice(0, 5))}`)
+    const name = keys[0]!
+    return [name, (op as Record<string, unknown>)[name]]
+  }
+
+  private andOr(name: '$and' | '$or', arg: unknown, d: number): Compiled {
+    if (!Array.isArray(arg)) throw new DomainError(400, `${name} takes a list of operands`)
+    if (arg.length === 0) throw new DomainError(400, `Empty ${name === '$and' ? 'AND' : 'OR'} operation`)
+    const parts = arg.map((a) => this.bool(this.operation(a, d)))
+    if (parts.length === 1) return { sql: parts[0]!, type: 'bool' }
+    return { sql: '(' + parts.join(name === '$and' ? ' AND ' : ' OR ') + ')', type: 'bool' }
+  }
+
+  private not(arg: unknown, d: number): Compiled {
+    if (!Array.isArray(arg) || arg.length !== 1) throw new DomainError(400, '$not takes a list of exactly one operand')
+    return { sql: `(NOT coalesce(${this.bool(this.operation(arg[0], d))}, false))`, type: 'bool' }
+  }
+
+  private in(arg: unknown, d: number): Compiled {
+    if (!Array.isArray(arg) || arg.length !== 2 || !Array.isArray(arg[1])) throw new DomainError(400, '$in takes [operand, [operand, ...]]')
+    const left = this.operation(arg[0], d)
+    if ((arg[1] as unknown[]).length === 0) return { sql: 'false', type: 'bool' }
+    const items = (arg[1] as unknown[]).map((x) => this.coerceFor(left, this.operation(x, d)))
+    return { sql: `(${left.sql} IN (${items.join(', ')}))`, type: 'bool' }
+  }
+
+  private contains(arg: unknown, d: number): Compiled {
+    const a = arg as { input?: unknown; substr?: unknown; case_insensitive?: unknown }
+    if (!a || typeof a !== 'object' || a.input === undefined || a.substr === undefined)
+      throw new DomainError(400, '$contains takes {input, substr, case_insensitive?}')
+    const input = this.operation(a.input, d)
+    const substr = this.operation(a.substr, d)
+    const ci = a.case_insensitive === true
+    const i = `CAST(${input.sql} AS VARCHAR)`
+    const s = `CAST(${substr.sql} AS VARCHAR)`
+    return { sql: ci ? `contains(lower(${i}), lower(${s}))` : `contains(${i}, ${s})`, type: 'bool' }
+  }
+
+  private size(arg: unknown, d: number): Compiled {
+    const x = this.operation(arg, d)
+    if (x.json) return { sql: `coalesce(json_array_length(${x.json.column}, ${x.json.path}), length(${x.sql}))`, type: 'number' }
+    return { sql: `length(CAST(${x.sql} AS VARCHAR))`, type: 'number' }
   }
 
   private literal(v: unknown): Compiled {

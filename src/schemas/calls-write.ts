@@ -6,7 +6,7 @@ const Obj = (description: string) => Type.Record(Type.String(), Type.Unknown(), 
 const Id = (description: string) => Type.String({ minLength: 1, maxLength: 128, description })
 
 /**
- * One call's start. Inner payloads accept unknown keys (reference §1: the SDKs send extras); the
+ * One call's start. Inner payloads accept unknown keys (docs/calls-and-storage.md: the SDKs send extras); the
  * request wrappers around them do not.
  */
 export const StartedCallSchema = Type.Object({
@@ -122,3 +122,5 @@ export const CallsQueryReqSchema = Type.Object(
   { additionalProperties: false },
 )
 export type CallsQueryReq = Static<typeof CallsQueryReqSchema>
+
+export const CallsDeleteResSchema = Type.Object({ num_deleted: Type.Integer() })

@@ -350,3 +350,27 @@ export const ModelListResSchema = Type.Object({
   data: Type.Array(ModelCardSchema),
 })
 export type ModelListRes = Static<typeof ModelListResSchema>
+
+// ---- POST /tokenize, POST /detokenize ----
+
+export const TokenizeReqSchema = Type.Object(
+  {
+    model: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    prompt: Type.Optional(Type.String()),
+    messages: Type.Optional(Type.Array(Type.Object({ role: Type.String() }, { additionalProperties: true }), { minItems: 1 })),
+    add_special_tokens: Type.Optional(Type.Boolean()),
+    add_generation_prompt: Type.Optional(Type.Boolean()),
+    continue_final_message: Type.Optional(Type.Boolean()),
+    chat_template: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    chat_template_kwargs: Type.Optional(Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()])),
+    return_token_strs: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+  },
+  { description: 'A prompt, or messages rendered with the chat template' },
+)
+export type TokenizeReq = Static<typeof TokenizeReqSchema>
+
+export const DetokenizeReqSchema = Type.Object({
+  model: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  tokens: Type.Array(Type.Integer({ minimum: 0 })),
+})
+export type DetokenizeReq = Static<typeof DetokenizeReqSchema>

@@ -42,7 +42,7 @@ export type TimestampIn = Static<typeof TimestampInSchema>
 const ids = (description: string) => Type.Optional(Nullable(Type.Array(Type.String()), { description }))
 
 /**
- * Spec §2.5. Both spellings of the user/run lists are accepted: the spec's `svc_*` and upstream's
+ * The calls filter. Both spellings of the user/run lists are accepted: weft's `svc_*` and upstream's
  * `wb_*`, which every Weave SDK sends. When both are present the handler should use their union.
  */
 export const CallFilterSchema = Type.Object(

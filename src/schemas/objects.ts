@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Nullable, ProjectIdSchema, StringEnum, timestamp } from './common.js'
 
-/** Spec §2.1: one version of an object, as `/objs/query` returns it. */
+/** One version of an object, as `/objs/query` returns it. */
 export const ObjectVersionSchema = Type.Object({
   project_id: Type.String({ description: 'Project the object belongs to' }),
   object_id: Type.String({ description: 'Name of the object' }),
@@ -67,3 +67,48 @@ export type ObjQueryReq = Static<typeof ObjQueryReqSchema>
 
 export const ObjQueryResSchema = Type.Object({ objs: Type.Array(ObjectVersionSchema) })
 export type ObjQueryRes = Static<typeof ObjQueryResSchema>
+
+/** POST /obj/create (docs/objects.md) */
+export const ObjCreateReqSchema = Type.Object(
+  {
+    obj: Type.Object({
+      project_id: ProjectIdSchema,
+      object_id: Type.String({ minLength: 1, maxLength: 1024 }),
+      val: Type.Unknown(),
+      builtin_object_class: Type.Optional(Nullable(Type.String())),
+      set_base_object_class: Type.Optional(Nullable(Type.String())),
+      expected_digest: Type.Optional(Nullable(Type.String())),
+      svc_user_id: Type.Optional(Nullable(Type.String())),
+      wb_user_id: Type.Optional(Nullable(Type.String())),
+    }),
+  },
+  { additionalProperties: false },
+)
+export type ObjCreateReq = Static<typeof ObjCreateReqSchema>
+
+export const ObjCreateResSchema = Type.Object({ digest: Type.String(), object_id: Type.String() })
+export type ObjCreateRes = Static<typeof ObjCreateResSchema>
+
+/** POST /obj/read */
+export const ObjReadReqSchema = Type.Object(
+  {
+    project_id: ProjectIdSchema,
+    object_id: Type.String({ minLength: 1, maxLength: 1024 }),
+    digest: Type.String({ minLength: 1, maxLength: 128, description: 'A content digest, "latest" or "v<N>"' }),
+    metadata_only: Type.Optional(Nullable(Type.Boolean())),
+    include_tags_and_aliases: Type.Optional(Nullable(Type.Boolean())),
+  },
+  { additionalProperties: false },
+)
+export type ObjReadReq = Static<typeof ObjReadReqSchema>
+
+/** POST /file/create answers with the digest (its body is multipart, not described here). */
+export const FileCreateResSchema = Type.Object({ digest: Type.String() })
+export type FileCreateRes = Static<typeof FileCreateResSchema>
+
+/** POST /file/content */
+export const FileContentReqSchema = Type.Object(
+  { project_id: ProjectIdSchema, digest: Type.String({ minLength: 1, maxLength: 128 }) },
+  { additionalProperties: false },
+)
+export type FileContentReq = Static<typeof FileContentReqSchema>

@@ -80,7 +80,7 @@ export const DatasetCreateResSchema = Type.Object({
 })
 export type DatasetCreateRes = Static<typeof DatasetCreateResSchema>
 
-/** Spec §2.3; GET /v2/{entity}/{project}/predictions/{prediction_id} */
+/** GET /v2/{entity}/{project}/predictions/{prediction_id} */
 export const PredictionSchema = Type.Object({
   prediction_id: Type.String(),
   model: Type.String({ description: 'Model reference, a weave:/// URI' }),
@@ -99,7 +99,7 @@ const versionFields = {
   created_at: timestamp(),
 }
 
-/** Spec §2.4; GET /v2/{entity}/{project}/ops/{object_id}/versions/{digest} */
+/** GET /v2/{entity}/{project}/ops/{object_id}/versions/{digest} */
 export const OpVersionSchema = Type.Object({
   ...versionFields,
   code: Type.String({ description: 'Source code of the op; loaded eagerly only when requested' }),

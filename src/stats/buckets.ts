@@ -4,7 +4,7 @@ const DAY = 86_400_000
 export const MAX_BUCKETS = 10_000
 export const MAX_RANGE_MS = 31 * DAY
 
-/** The bucket size for a range (reference §3.9): from the span when not given, enlarged past 10,000 buckets. */
+/** The bucket size for a range (docs/statistics.md): from the span when not given, enlarged past 10,000 buckets. */
 export function chooseGranularity(startMs: number, endMs: number, requested?: number | null): number {
   const span = (endMs - startMs) / 1000
   let g = requested ?? (span <= 7200 ? 300 : span <= 43_200 ? 3600 : span <= 259_200 ? 21_600 : span <= 1_209_600 ? 43_200 : 86_400)

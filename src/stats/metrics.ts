@@ -1,22 +1,12 @@
 import { DomainError } from '../core/errors.js'
+import type { CallMetricSpec, UsageMetricSpec } from '../schemas/calls.js'
 
-export type CallMetric = 'latency_ms' | 'call_count' | 'error_count'
-export type UsageMetric =
-  | 'input_tokens'
-  | 'output_tokens'
-  | 'total_tokens'
-  | 'cache_read_input_tokens'
-  | 'cache_creation_input_tokens'
-  | 'input_cost'
-  | 'output_cost'
-  | 'total_cost'
-export type Agg = 'sum' | 'avg' | 'min' | 'max' | 'count'
+export type CallMetric = CallMetricSpec['metric']
+export type UsageMetric = UsageMetricSpec['metric']
 
-export interface MetricSpec<M extends string> {
-  metric: M
-  aggregations?: string[]
-  percentiles?: number[]
-}
+/** The aggregations `/calls/stats` implements (the schema names more; those answer 400). */
+const SUPPORTED = ['sum', 'avg', 'min', 'max', 'count'] as const
+export type Agg = (typeof SUPPORTED)[number]
 
 /** One output column of a bucket: `{agg}_{metric}` or `p{p}_{metric}`. */
 export interface Column<M extends string> {
@@ -27,22 +17,20 @@ export interface Column<M extends string> {
   p?: number
 }
 
-const SUPPORTED: readonly string[] = ['sum', 'avg', 'min', 'max', 'count']
-
-/** `p95`, `p99.9`: an integral percentile prints without decimals (reference §3.9). */
+/** `p95`, `p99.9`: an integral percentile prints without decimals (docs/statistics.md). */
 export function percentileName(p: number): string {
   return `p${Number.isInteger(p) ? String(p) : String(p)}`
 }
 
 /** The columns a list of metric specs asks for; `[sum]` when a spec names neither aggregations nor percentiles. */
-export function columnsOf<M extends string>(specs: readonly MetricSpec<M>[] | null | undefined): Column<M>[] {
-  const out: Column<M>[] = []
+export function columnsOf<S extends CallMetricSpec | UsageMetricSpec>(specs: readonly S[] | null | undefined): Column<S['metric']>[] {
+  const out: Column<S['metric']>[] = []
   const seen = new Set<string>()
   for (const s of specs ?? []) {
     const aggs = s.aggregations ?? []
     const pcts = s.percentiles ?? []
     for (const a of aggs.length === 0 && pcts.length === 0 ? ['sum'] : aggs) {
-      if (!SUPPORTED.includes(a))
+      if (!(SUPPORTED as readonly string[]).includes(a))
         throw new DomainError(400, `Aggregation ${JSON.stringify(a)} is not supported for ${s.metric}; use one of ${SUPPORTED.join(', ')}`)
       const name = `${a}_${s.metric}`
       if (!seen.has(name)) out.push({ name, metric: s.metric, agg: a as Agg })
@@ -59,7 +47,7 @@ export function columnsOf<M extends string>(specs: readonly MetricSpec<M>[] | nu
   return out
 }
 
-/** Empty buckets: sums, counts and averages are 0; minimum, maximum and percentiles are null (reference §3.9). */
+/** Empty buckets: sums, counts and averages are 0; minimum, maximum and percentiles are null (docs/statistics.md). */
 export function emptyValue(c: Column<string>): number | null {
   return c.agg === 'sum' || c.agg === 'count' || c.agg === 'avg' ? 0 : null
 }

@@ -1,8 +1,8 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { DuckDBConnection } from '@duckdb/node-api'
-import { merged, type CallStore } from '../calls/store.js'
-import { USAGE_FIELDS } from '../calls/parts.js'
+import { USAGE_FIELDS } from '../calls/model.js'
+import type { CallSource } from '../calls/source.js'
 import { binSql } from './sketch.js'
 
 /**
@@ -128,8 +128,8 @@ const usageRows = (mc: string) =>
 const DDL = [...TABLES.map(([t, tier]) => ddl(t, tier)), USAGE_CALLS_DDL, `CREATE TABLE IF NOT EXISTS ${META} (x BIGINT, format INTEGER)`]
 
 /** Merged calls (the fact columns) of the ids in relation `ids` (project_id, id), from parts with seq ≤ bound (SQL), as SQL. */
-export function mergedOf(ids: string, bound: string | null): string {
-  return `(${merged(FACT_COLUMNS, false)} SEMI JOIN (${ids}) f USING (project_id, id)
+export function mergedOf(source: CallSource, ids: string, bound: string | null): string {
+  return `(${source.mergedSql(FACT_COLUMNS, false)} SEMI JOIN (${ids}) f USING (project_id, id)
     ${bound === null ? '' : `WHERE seq <= ${bound}`} GROUP BY project_id, id)`
 }
 
@@ -216,14 +216,14 @@ export class Rollups {
   private baseRows = 0
   private building = false
 
-  constructor(private readonly store: CallStore) {}
+  constructor(private readonly store: CallSource) {}
 
   private get dir(): string {
     return path.join(this.store.dataDir, 'rollups')
   }
 
   async start(): Promise<void> {
-    this.conn = await this.store.duck.connect()
+    this.conn = await this.store.connect()
     await fs.mkdir(this.dir, { recursive: true })
     // Files of the earlier format (a Parquet file per table and rollups.json): derived data, dropped.
     for (const f of await fs.readdir(this.dir))
@@ -306,7 +306,7 @@ export class Rollups {
   private async rebuildOnce(): Promise<void> {
     const c = this.conn!
     const x = this.store.flushedSeq
-    const ranges = await this.store.idRanges(Math.ceil(this.store.segments.reduce((a, s) => a + s.rows, 0) / 2_000_000))
+    const ranges = await this.store.idRanges(Math.ceil(this.store.segmentRows / 2_000_000))
     await c.run('BEGIN TRANSACTION')
     try {
       for (const t of [...TABLES.map(([t, tier]) => tableName(t, tier)), USAGE_CALLS, META]) await c.run(`DELETE FROM ${t}`)
@@ -316,7 +316,7 @@ export class Rollups {
         const hi = i < ranges.length ? ranges[i]! : null
         const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq <= ${x} AND ($1::VARCHAR IS NULL OR id >= $1) AND ($2::VARCHAR IS NULL OR id < $2)`
         // Merged once per range, then summed into every table.
-        await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(ids, String(x))}`, [lo, hi])
+        await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(this.store, ids, String(x))}`, [lo, hi])
         // The call tier has nothing to fold after a rebuild: its rows go in sorted by time, range by range.
         for (const [t, tier] of TABLES)
           await c.run(
@@ -350,8 +350,8 @@ export class Rollups {
       const from = Number((await c.runAndReadAll(`SELECT x FROM ${META}`)).getRowsJS()[0]![0])
       if (to > from) {
         const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq > ${from} AND seq <= ${to}`
-        await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(ids, String(to))}`)
-        await c.run(`CREATE OR REPLACE TEMP TABLE merged_before AS SELECT * FROM ${mergedOf(ids, String(from))}`)
+        await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(this.store, ids, String(to))}`)
+        await c.run(`CREATE OR REPLACE TEMP TABLE merged_before AS SELECT * FROM ${mergedOf(this.store, ids, String(from))}`)
         for (const [t, tier] of TABLES) {
           await c.run(
             `INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)} UNION ALL ${contribution('merged_before', -1, t, tier)}`,
@@ -427,7 +427,7 @@ export class Rollups {
     if (this.store.lastSeq <= this.x) return null
     const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${project} AND seq > (SELECT x FROM ${META})`
     const t = storedAs(table, tier)
-    return `${contribution(mergedOf(ids, null), 1, t, tier)} UNION ALL ${contribution(mergedOf(ids, `(SELECT x FROM ${META})`), -1, t, tier)}`
+    return `${contribution(mergedOf(this.store, ids, null), 1, t, tier)} UNION ALL ${contribution(mergedOf(this.store, ids, `(SELECT x FROM ${META})`), -1, t, tier)}`
   }
 
   /**
@@ -440,7 +440,7 @@ export class Rollups {
     if (this.store.lastSeq <= this.x) return rows
     const touched = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${project} AND seq > (SELECT x FROM ${META})`
     return `${rows} AND id NOT IN (SELECT id FROM (${touched}))
-      UNION ALL SELECT * FROM (${usageRows(mergedOf(touched, null))}) WHERE ${cond}`
+      UNION ALL SELECT * FROM (${usageRows(mergedOf(this.store, touched, null))}) WHERE ${cond}`
   }
 
   async size(): Promise<number> {

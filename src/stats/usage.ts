@@ -1,7 +1,9 @@
 import { listValue } from '@duckdb/node-api'
 import { DomainError } from '../core/errors.js'
 import { Params } from '../query/expr.js'
-import { rangeOf, type CallFilter, type CallStore } from '../calls/store.js'
+import type { CallFilter, QueryOptions } from '../calls/model.js'
+import { rangeOf } from '../calls/read/filter.js'
+import type { CallSource } from '../calls/source.js'
 import { callCost, selectPrice, type PriceRow, type Prices } from '../catalog/prices.js'
 import type { Rollups } from './rollups.js'
 
@@ -45,7 +47,7 @@ const COUNTS = [
 
 const int = (v: unknown) => (typeof v === 'number' || typeof v === 'bigint' ? Math.trunc(Number(v)) || 0 : 0)
 
-/** One call's usage per model (reference §3.10): both token spellings summed; entries with nothing in them dropped. */
+/** One call's usage per model (docs/statistics.md): both token spellings summed; entries with nothing in them dropped. */
 function ownUsage(c: Fetched, project: string, prices: readonly PriceRow[] | null): UsageMap {
   const out: UsageMap = {}
   for (const u of c.usage ?? []) {
@@ -67,7 +69,7 @@ function ownUsage(c: Fetched, project: string, prices: readonly PriceRow[] | nul
     }
     let keep = COUNTS.some((k) => e[k] !== 0)
     if (prices) {
-      // Costs as include_costs reports them on the call (ended calls only, reference §6.2), 0 when unpriced.
+      // Costs as include_costs reports them on the call (ended calls only, docs/statistics.md), 0 when unpriced.
       const row = c.ended ? selectPrice(prices, project, model, c.started_ms) : null
       const cost = row ? callCost(row, u as Record<string, unknown>) : null
       for (const k of COSTS) e[k] = cost ? Number(cost[k]) : 0
@@ -123,7 +125,7 @@ export class UsageRollup {
 
   /** `rollups`: once ready, its usage_calls table answers in place of the segments (see Rollups.usageCalls). */
   constructor(
-    private readonly store: CallStore,
+    private readonly store: CallSource,
     private readonly prices: Prices,
     private readonly rollups: Rollups | null = null,
   ) {}
@@ -163,7 +165,7 @@ export class UsageRollup {
   private async fetch(
     project: string,
     filter: CallFilter,
-    query: { $expr: unknown } | null | undefined,
+    query: QueryOptions['query'],
     limit: number,
     ids: string[] | null,
   ): Promise<Fetched[]> {
@@ -329,7 +331,7 @@ export class UsageRollup {
   async traces(
     project: string,
     filter: CallFilter | null | undefined,
-    query: { $expr: unknown } | null | undefined,
+    query: QueryOptions['query'],
     includeCosts: boolean,
     limit: number,
   ): Promise<{ call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] }> {

@@ -7,6 +7,8 @@ import { fileURLToPath } from 'node:url'
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
 export const MAIN = path.join(ROOT, 'dist', 'src', 'main.js')
+/** How long a test server may take to listen (a start on a loaded 2-core machine took up to ~55 s). */
+const START_TIMEOUT_MS = 60_000
 
 export interface TestServer {
   url: string
@@ -59,7 +61,11 @@ export async function startServer(
   proc.stdout!.on('data', (d) => (out += d))
   proc.stderr!.on('data', (d) => (out += d))
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('server did not start in 20 s:\n' + out)), 20_000)
+    // A server that does not come up is killed: left running, it would load the machine for the tests after it.
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL')
+      reject(new Error(`server did not start in ${START_TIMEOUT_MS / 1000} s:\n` + out))
+    }, START_TIMEOUT_MS)
     const check = () => {
       const m = /listening on (http:\/\/\S+)/.exec(out)
       if (m) {

@@ -1,10 +1,10 @@
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
-import { canAccess } from '../core/principal.js'
-import { DomainError, validationError, type Detail } from '../core/errors.js'
-import { parseJson } from '../core/json.js'
-import { compileValidator } from '../schemas/validate.js'
-import { decodeProtobuf, spansToParts, type ExportRequest } from '../otel/otlp.js'
+import { canAccess } from '../../core/principal.js'
+import { DomainError, validationError, type Detail } from '../../core/errors.js'
+import { parseJson } from '../../core/json.js'
+import { compileValidator } from '../../schemas/validate.js'
+import { decodeProtobuf, spansToParts, type ExportRequest } from './otlp.js'
 import {
   CallCreateBatchReqSchema,
   CallEndReqSchema,
@@ -13,11 +13,12 @@ import {
   StartedCallSchema,
   type EndedCall,
   type StartedCall,
-} from '../schemas/calls-write.js'
-import { encodeParts, endPart, foldParts, startPart } from './parts.js'
+} from '../../schemas/calls-write.js'
+import { encodeParts } from './encode.js'
+import { endPart, foldParts, startPart } from './parts.js'
 import { parseWithRawValues } from './raw-json.js'
-import { walRecord } from './wal.js'
-import type { CallPart } from './store.js'
+import { walRecord } from '../storage/wal.js'
+import type { CallPart } from '../model.js'
 
 /**
  * Ingest work that runs in the worker pool, never on the event loop: decompress, parse and validate

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto'
 import protobuf from 'protobufjs'
-import { DomainError } from '../core/errors.js'
-import { refsIn } from '../calls/parts.js'
-import type { CallPart } from '../calls/store.js'
+import { DomainError } from '../../core/errors.js'
+import { refsIn } from './parts.js'
+import type { CallPart } from '../model.js'
 
 /**
  * OTLP/HTTP trace ingest: `ExportTraceServiceRequest` as protobuf or JSON. Only the messages and
@@ -230,7 +230,7 @@ export interface SpanConversion {
 }
 
 /**
- * Spans → a start and an end part each (reference §5.11). The project comes from the resource's
+ * Spans → a start and an end part each (docs/calls-and-storage.md). The project comes from the resource's
  * `wandb.entity` + `wandb.project` attributes, else the `project-id` header. A span that cannot be
  * stored is counted as rejected with its reason; the rest go in.
  */
@@ -263,72 +263,98 @@ export function spansToParts(
           reject(`span ${JSON.stringify(name)}: this API key may not write to ${project}`)
           continue
         }
-        const traceId = idHex(span.traceId, 16)
-        const spanId = idHex(span.spanId, 8)
-        const parentId = idHex(span.parentSpanId, 8)
-        if (!traceId || traceId === 'invalid' || !spanId || spanId === 'invalid' || parentId === 'invalid') {
-          reject(`span ${JSON.stringify(name)}: trace id must be 16 bytes and span ids 8 bytes`)
+        const parts = spanParts(span, name, { project, userId, resource, scope: ss.scope ?? {} })
+        if (typeof parts === 'string') {
+          reject(`span ${JSON.stringify(name)}: ${parts}`)
           continue
         }
-        const started = micros(span.startTimeUnixNano)
-        if (!started) {
-          reject(`span ${JSON.stringify(name)}: no start time`)
-          continue
-        }
-        const attrs = kvs(span.attributes)
-        const { inputs, output, usage } = semantics(attrs)
-        const statusCode = Number(span.status?.code ?? 0) || (span.status?.code === 'STATUS_CODE_ERROR' ? 2 : 0)
-        const otelSpan = {
-          name,
-          kind: span.kind ?? 0,
-          trace_id: traceId,
-          span_id: spanId,
-          parent_id: parentId,
-          start_time_unix_nano: String(span.startTimeUnixNano),
-          end_time_unix_nano: span.endTimeUnixNano === undefined ? null : String(span.endTimeUnixNano),
-          attributes: attrs,
-          resource: { attributes: resource },
-          scope: ss.scope ?? {},
-          status: span.status ?? {},
-          events: (span.events ?? []).map((e) => ({
-            name: e.name,
-            time_unix_nano: String(e.timeUnixNano ?? ''),
-            attributes: kvs(e.attributes),
-          })),
-        }
-        const attributes = { ...nest(attrs), otel_span: otelSpan }
-        const displayName = typeof attrs['wandb.display_name'] === 'string' ? (attrs['wandb.display_name'] as string) : null
-        out.parts.push({
-          kind: 'start',
-          project_id: project,
-          id: spanId,
-          trace_id: traceId,
-          parent_id: parentId,
-          op_name: opName(name),
-          display_name: displayName,
-          started_us: started,
-          attributes: JSON.stringify(attributes),
-          inputs: JSON.stringify(inputs),
-          user_id: userId,
-          thread_id: typeof attrs['wandb.thread_id'] === 'string' ? (attrs['wandb.thread_id'] as string) : null,
-          input_refs: refsIn(inputs),
-        })
-        const ended = micros(span.endTimeUnixNano)
-        if (ended) {
-          out.parts.push({
-            kind: 'end',
-            project_id: project,
-            id: spanId,
-            ended_us: ended,
-            output: JSON.stringify(output),
-            summary: JSON.stringify(usage ? { usage } : {}),
-            exception: statusCode === 2 ? span.status?.message || 'error' : null,
-            output_refs: refsIn(output),
-          })
-        }
+        out.parts.push(...parts)
         out.accepted++
       }
     }
   }
   return out
+}
+
+interface SpanContext {
+  project: string
+  userId: string
+  resource: Record<string, unknown>
+  scope: { name?: string; version?: string }
+}
+
+/** A span's start part and (when it has ended) its end part, or why it cannot be stored. */
+function spanParts(span: Span, name: string, ctx: SpanContext): CallPart[] | string {
+  const traceId = idHex(span.traceId, 16)
+  const spanId = idHex(span.spanId, 8)
+  const parentId = idHex(span.parentSpanId, 8)
+  if (!traceId || traceId === 'invalid' || !spanId || spanId === 'invalid' || parentId === 'invalid') {
+    return 'trace id must be 16 bytes and span ids 8 bytes'
+  }
+  const started = micros(span.startTimeUnixNano)
+  if (!started) return 'no start time'
+  const attrs = kvs(span.attributes)
+  const { inputs, output, usage } = semantics(attrs)
+  const statusCode = Number(span.status?.code ?? 0) || (span.status?.code === 'STATUS_CODE_ERROR' ? 2 : 0)
+  const attributes = { ...nest(attrs), otel_span: otelSpan(span, name, { traceId, spanId, parentId }, attrs, ctx) }
+  const displayName = typeof attrs['wandb.display_name'] === 'string' ? (attrs['wandb.display_name'] as string) : null
+  const parts: CallPart[] = [
+    {
+      kind: 'start',
+      project_id: ctx.project,
+      id: spanId,
+      trace_id: traceId,
+      parent_id: parentId,
+      op_name: opName(name),
+      display_name: displayName,
+      started_us: started,
+      attributes: JSON.stringify(attributes),
+      inputs: JSON.stringify(inputs),
+      user_id: ctx.userId,
+      thread_id: typeof attrs['wandb.thread_id'] === 'string' ? (attrs['wandb.thread_id'] as string) : null,
+      input_refs: refsIn(inputs),
+    },
+  ]
+  const ended = micros(span.endTimeUnixNano)
+  if (ended) {
+    parts.push({
+      kind: 'end',
+      project_id: ctx.project,
+      id: spanId,
+      ended_us: ended,
+      output: JSON.stringify(output),
+      summary: JSON.stringify(usage ? { usage } : {}),
+      exception: statusCode === 2 ? span.status?.message || 'error' : null,
+      output_refs: refsIn(output),
+    })
+  }
+  return parts
+}
+
+/** The span as sent, kept whole under `attributes.otel_span`. */
+function otelSpan(
+  span: Span,
+  name: string,
+  ids: { traceId: string; spanId: string; parentId: string | null },
+  attrs: Record<string, unknown>,
+  ctx: SpanContext,
+) {
+  return {
+    name,
+    kind: span.kind ?? 0,
+    trace_id: ids.traceId,
+    span_id: ids.spanId,
+    parent_id: ids.parentId,
+    start_time_unix_nano: String(span.startTimeUnixNano),
+    end_time_unix_nano: span.endTimeUnixNano === undefined ? null : String(span.endTimeUnixNano),
+    attributes: attrs,
+    resource: { attributes: ctx.resource },
+    scope: ctx.scope,
+    status: span.status ?? {},
+    events: (span.events ?? []).map((e) => ({
+      name: e.name,
+      time_unix_nano: String(e.timeUnixNano ?? ''),
+      attributes: kvs(e.attributes),
+    })),
+  }
 }

@@ -1,7 +1,7 @@
-import { DomainError } from '../core/errors.js'
-import type { EndedCall, StartedCall } from '../schemas/calls-write.js'
-import { isCallId, isTraceId, uuidv7 } from './ids.js'
-import type { CallPart } from './store.js'
+import { DomainError } from '../../core/errors.js'
+import type { EndedCall, StartedCall } from '../../schemas/calls-write.js'
+import { isCallId, isTraceId, uuidv7 } from '../ids.js'
+import { USAGE_FIELDS, type CallPart, type UsageRow } from '../model.js'
 import { RawJson } from './raw-json.js'
 
 const ISO = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|z|[+-]\d{2}(?::?\d{2})?)?$/
@@ -128,19 +128,6 @@ export function foldParts(parts: CallPart[]): CallPart[] {
   return out
 }
 
-/** The token counters kept as typed columns, one row per (call, model). */
-export const USAGE_FIELDS = [
-  'requests',
-  'prompt_tokens',
-  'input_tokens',
-  'completion_tokens',
-  'output_tokens',
-  'total_tokens',
-  'cache_read_input_tokens',
-  'cache_creation_input_tokens',
-] as const
-export type UsageRow = { model: string } & Partial<Record<(typeof USAGE_FIELDS)[number], number | null>>
-
 /**
  * `summary.usage` ({model: {prompt_tokens, …}}) as typed rows, so statistics never parse JSON.
  * Both provider spellings are kept as sent; a counter that is not a finite number is left out.
@@ -160,109 +147,3 @@ export function usageRows(summary: unknown): UsageRow[] | undefined {
   }
   return rows.length ? rows : undefined
 }
-
-const STRING_FIELDS = [
-  'kind',
-  'project_id',
-  'id',
-  'trace_id',
-  'parent_id',
-  'thread_id',
-  'turn_id',
-  'op_name',
-  'display_name',
-  'attributes',
-  'inputs',
-  'output',
-  'summary',
-  'exception',
-  'user_id',
-  'run_id',
-] as const
-const MICROS_FIELDS = ['started_us', 'ended_us', 'deleted_us'] as const
-const INT_FIELDS = ['run_step', 'run_step_end'] as const
-
-/** The shape DuckDB's from_json reads an encoded batch with (see encodeParts). */
-export const PARTS_JSON_TYPE = JSON.stringify([
-  {
-    ...Object.fromEntries(STRING_FIELDS.map((f) => [f, 'VARCHAR'])),
-    ...Object.fromEntries([...MICROS_FIELDS, ...INT_FIELDS].map((f) => [f, 'BIGINT'])),
-    input_refs: 'VARCHAR[]',
-    output_refs: 'VARCHAR[]',
-    usage: [{ model: 'VARCHAR', ...Object.fromEntries(USAGE_FIELDS.map((f) => [f, 'BIGINT'])) }],
-  },
-])
-
-/**
- * A batch of parts as the bytes the write-ahead log keeps and DuckDB reads (JSON, parsed by DuckDB
- * off the event loop). Timestamps become numbers (microseconds stay exact below 2^53, year 2255).
- * JSON-valued fields are JSON strings, except RawJson ones, which go in as the JSON values they are
- * (DuckDB reads an object or array into a VARCHAR column as its JSON text). Strings are made
- * well-formed first: DuckDB's JSON reader refuses a lone surrogate escape, and a batch it cannot read
- * would fail after being logged.
- */
-export function encodeParts(parts: CallPart[]): Buffer {
-  // The text is built as one string with a \x01 where each raw value goes (JSON.stringify escapes
-  // control characters, so no other \x01 byte can occur), encoded once, then the raw bytes are spliced in.
-  let text = '['
-  const raws: Uint8Array[] = []
-  const marks: number[] = []
-  for (let i = 0; i < parts.length; i++) {
-    const p = parts[i]!
-    const r: Record<string, unknown> = {}
-    let raw: [string, RawJson][] | null = null
-    for (const f of STRING_FIELDS) {
-      const v = p[f]
-      if (v === undefined || v === null) continue
-      if (v instanceof RawJson) (raw ??= []).push([f, v])
-      else r[f] = wellFormed(v)
-    }
-    for (const f of MICROS_FIELDS) if (p[f] !== undefined && p[f] !== null) r[f] = Number(p[f])
-    for (const f of INT_FIELDS) if (p[f] !== undefined && p[f] !== null) r[f] = p[f]
-    if (p.input_refs?.length) r.input_refs = p.input_refs.map(wellFormed)
-    if (p.output_refs?.length) r.output_refs = p.output_refs.map(wellFormed)
-    if (p.usage?.length) r.usage = p.usage.map((u) => ({ ...u, model: wellFormed(u.model) }))
-    const json = JSON.stringify(r)
-    if (i > 0) text += ','
-    if (!raw) {
-      text += json
-      continue
-    }
-    text += json.slice(0, -1)
-    let first = json.length === 2
-    for (const [f, v] of raw) {
-      text += `${first ? '' : ','}"${f}":`
-      first = false
-      marks.push(text.length)
-      text += '\x01'
-      raws.push(v.bytes)
-    }
-    text += '}'
-  }
-  text += ']'
-  const bytes = Buffer.from(text)
-  if (raws.length === 0) return bytes
-  // Character offsets are byte offsets only for ASCII text; otherwise the marks are found in the bytes.
-  if (bytes.length !== text.length) {
-    let from = 0
-    for (let k = 0; k < marks.length; k++) from = marks[k] = bytes.indexOf(1, from) + 1
-    for (let k = 0; k < marks.length; k++) marks[k]!--
-  }
-  let length = bytes.length - raws.length
-  for (const x of raws) length += x.byteLength
-  const out = Buffer.allocUnsafe(length)
-  let src = 0
-  let dst = 0
-  for (let k = 0; k < raws.length; k++) {
-    out.set(bytes.subarray(src, marks[k]), dst)
-    dst += marks[k]! - src
-    out.set(raws[k]!, dst)
-    dst += raws[k]!.byteLength
-    src = marks[k]! + 1
-  }
-  out.set(bytes.subarray(src), dst)
-  return out
-}
-
-const wellFormed = (s: string): string =>
-  (s as unknown as { isWellFormed(): boolean }).isWellFormed() ? s : (s as unknown as { toWellFormed(): string }).toWellFormed()

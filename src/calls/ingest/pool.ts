@@ -1,7 +1,7 @@
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
-import { DomainError } from '../core/errors.js'
+import { DomainError } from '../../core/errors.js'
 import { ingestError, type IngestResult, type IngestTask } from './prepare.js'
 
 export interface IngestPoolOptions {
@@ -18,7 +18,7 @@ export class IngestPool {
   constructor(opts: IngestPoolOptions = {}) {
     const threads = Math.max(1, opts.threads ?? os.availableParallelism())
     this.pool = new Piscina({
-      filename: fileURLToPath(new URL('../../workers/ingest.js', import.meta.url)),
+      filename: fileURLToPath(new URL('../../../workers/ingest.js', import.meta.url)),
       minThreads: threads,
       maxThreads: threads,
       maxQueue: opts.maxQueue ?? 256,

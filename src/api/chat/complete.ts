@@ -1,0 +1,62 @@
+import { randomUUID } from 'node:crypto'
+import type { Ctx, Reply } from '../route.js'
+import type { ChatCompletionReq } from '../../schemas/chat.js'
+import type { ModelPool as ModelServer } from '../../inference/client.js'
+import { checkRequest, chatProject, templateMessages, toGenerate } from './request.js'
+import { recordCompletion, type CompletionRecorder } from './record.js'
+import { accepted, type Completion } from './completion.js'
+import { completionReply } from './aggregate.js'
+import { streamReply } from './stream.js'
+
+export interface CompleteOptions {
+  priorityScheduling: boolean
+  /** Where each completion is recorded as a call; none: not recorded. */
+  recorder?: CompletionRecorder
+  /** The served model a request names (the first when it names none); 404 for an unknown name. */
+  pick(name: string | null | undefined): ModelServer
+}
+
+/** POST /v1/chat/completions: checks the request, hands it to the engine, and answers whole or as a stream. */
+export function completeHandler(o: CompleteOptions) {
+  return async function complete(ctx: Ctx<ChatCompletionReq>): Promise<Reply> {
+    const b = ctx.body
+    checkRequest(b, o.priorityScheduling)
+    const model = o.pick(b.model)
+    const project = chatProject(ctx.headers, ctx.principal)
+    const started = Date.now()
+    const requestId = b.request_id || ctx.headers['x-request-id'] || randomUUID().replaceAll('-', '')
+    const id = `chatcmpl-${requestId}`
+    const gen = toGenerate(b, `${id}-${randomUUID()}`)
+    const events = model.generate(gen)
+    ctx.signal.addEventListener('abort', () => events.cancel())
+    const acc = await accepted(events).catch((e) => {
+      events.cancel()
+      throw e
+    })
+    const name = model.info.name
+    const lastMessage = b.messages[b.messages.length - 1]!
+    const role = gen.addGenerationPrompt ? 'assistant' : lastMessage.role
+    const call = {
+      project,
+      model: name,
+      backend: model.info.backend,
+      id,
+      started,
+      request: b,
+      userId: ctx.principal?.userId ?? 'anonymous',
+    }
+    const c: Completion = {
+      id,
+      created: Math.floor(Date.now() / 1000),
+      model: name,
+      n: gen.n,
+      role,
+      echo: b.echo && lastMessage.role === role ? (templateMessages([lastMessage])[0]!.content ?? '') : null,
+      withIds: b.return_token_ids === true,
+      accepted: acc,
+      events,
+      record: (out) => recordCompletion(o.recorder, ctx.log, call, out),
+    }
+    return gen.stream ? streamReply(c, b.stream_options) : completionReply(c)
+  }
+}

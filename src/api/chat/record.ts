@@ -1,0 +1,94 @@
+import type { Logger } from 'pino'
+import type { CallPart } from '../../calls/model.js'
+import { startPart, endPart } from '../../calls/ingest/parts.js'
+import { uuidv7 } from '../../calls/ids.js'
+import type { ChatCompletionReq } from '../../schemas/chat.js'
+
+/**
+ * Where finished completions go, as the parts of one call. The chat routes never see the calls
+ * store: server.ts injects a recorder backed by it (or none, and nothing is recorded).
+ */
+export interface CompletionRecorder {
+  record(parts: CallPart[]): Promise<void>
+}
+
+/** The op name of recorded completions: the one Weave's OpenAI integration gives them. */
+export const CHAT_OP = 'openai.chat.completions.create'
+
+/** How a completion ended: what its call's output, summary and exception are made of. */
+export interface Outcome {
+  choices: {
+    index: number
+    message: { role: string; content: string }
+    finish_reason: string | null
+    stop_reason?: string | number | null
+  }[]
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+  timings: Record<string, number> | null
+  error: string | null
+}
+
+/** What a completion's call says besides its outcome. */
+export interface CompletionCall {
+  project: string
+  /** The served model's name. */
+  model: string
+  backend: string
+  /** The completion's id (`chatcmpl-…`). */
+  id: string
+  /** Milliseconds since the epoch. */
+  started: number
+  request: ChatCompletionReq
+  userId: string
+}
+
+/**
+ * A completion as a call (start and end together, once it is over): the request as inputs, the
+ * choices as output, usage keyed by the model, the engine's timings in attributes.
+ */
+export function completionParts(c: CompletionCall, out: Outcome): CallPart[] {
+  const { project, model, backend, id, started } = c
+  const callId = uuidv7(started)
+  return [
+    startPart(
+      {
+        project_id: project,
+        id: callId,
+        trace_id: uuidv7(started),
+        op_name: CHAT_OP,
+        started_at: new Date(started).toISOString(),
+        attributes: {
+          weft: { kind: 'chat.completion', completion_id: id, model, backend, ...(out.timings ? { timings: out.timings } : {}) },
+        },
+        inputs: c.request as Record<string, unknown>,
+      },
+      c.userId,
+    ),
+    endPart({
+      project_id: project,
+      id: callId,
+      ended_at: new Date().toISOString(),
+      output: { id, object: 'chat.completion', model, choices: out.choices, usage: out.usage },
+      summary: { usage: { [model]: { requests: 1, ...out.usage } } },
+      exception: out.error,
+    }),
+  ]
+}
+
+/**
+ * Records a completion. Awaited before the response ends, so a completion answered is a completion
+ * recorded; a failure to record is logged, not the client's error.
+ */
+export async function recordCompletion(
+  recorder: CompletionRecorder | undefined,
+  log: Logger,
+  c: CompletionCall,
+  out: Outcome,
+): Promise<void> {
+  if (!recorder) return
+  try {
+    await recorder.record(completionParts(c, out))
+  } catch (err) {
+    log.error({ err }, 'recording a completion as a call failed')
+  }
+}

@@ -1,0 +1,64 @@
+import { compileQuery, DERIVED, type Params } from '../../query/expr.js'
+import { FOLDED, latest, type QueryOptions } from '../model.js'
+import { filterSql } from './filter.js'
+
+/** More conditions for matching(): on the merged call (`m.`), on single parts (see filterSql), and heavy columns to merge. */
+export interface Extra {
+  where?: string[]
+  narrow?: string[]
+  /** Conditions every part of a matching call meets (e.g. an id range): they prune the merge's scan. */
+  parts?: string[]
+  columns?: string[]
+  /** Merge only these columns (and those the conditions name), for callers that read few. */
+  only?: string[]
+}
+
+/** Large JSON columns: a page of calls merges them only for the calls on the page. */
+const HEAVY = new Set(['attributes', 'inputs', 'output', 'summary', 'usage'])
+const REF_LISTS = ['input_refs', 'output_refs']
+
+/** The merged calls (latest non-null value per field over each call's parts), with the given folded columns. */
+export function merged(columns: readonly string[] = FOLDED, refs = true): string {
+  const lists = refs
+    ? REF_LISTS.map((c) => `,\n    list_distinct(flatten(list(${c}) FILTER (WHERE ${c} IS NOT NULL))) AS ${c}`).join('')
+    : ''
+  return `
+  SELECT project_id, id,
+    ${columns.map(latest).join(',\n    ')},
+    max(deleted_at) AS deleted_at${lists}
+  FROM all_parts`
+}
+export const MERGED = merged()
+
+/** The columns of a returned call (see toCall), from a merged call `m`. */
+export const SELECT_OUT = `m.id, m.project_id, m.op_name, nullif(m.display_name, '') AS display_name, m.trace_id, m.parent_id, m.thread_id, m.turn_id,
+  epoch_us(m.started_at) AS started_us, epoch_us(m.ended_at) AS ended_us, m.attributes, m.inputs, m.output, m.summary, m.exception,
+  m.user_id, m.run_id, m.run_step, m.run_step_end, ${DERIVED['summary.weave.status']!.sql} AS d_status,
+  ${DERIVED['summary.weave.latency_ms']!.sql} AS d_latency, ${DERIVED['summary.weave.trace_name']!.sql} AS d_trace_name`
+
+/**
+ * The merged, live calls of a project that match, as SQL with its parameters. `light` merges only
+ * the columns the filter, query and sort read (the large JSON ones are left out unless named).
+ */
+export function matching(project: string, opts: QueryOptions, params: Params, light = false, orderSql = '', extra: Extra = {}): string {
+  const p = params.add(project)
+  const { where: filters, narrow: narrowed } = filterSql(opts.filter, params)
+  const narrow = [...narrowed, ...(extra.narrow ?? [])]
+  const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...filters, ...(extra.where ?? [])]
+  if (opts.query) where.push(`coalesce(${compileQuery(opts.query, params)}, false)`)
+  const inner = [`project_id = ${p}`]
+  // A condition on the id itself holds for every part of the call: it filters the merge's input directly.
+  for (const n of narrow)
+    inner.push(/^list_contains\(\$\d+, id\)/.test(n) ? n : `id IN (SELECT id FROM all_parts WHERE project_id = ${p} AND ${n})`)
+  inner.push(...(extra.parts ?? []))
+  const text = where.join(' ') + ' ' + orderSql + ' ' + (extra.columns ?? []).map((c) => `m.${c}`).join(' ')
+  const named = (c: string) => new RegExp(`\\bm\\.${c}\\b`).test(text)
+  // `only`: the caller reads just these (plus what the conditions name); fewer columns, a cheaper merge.
+  const columns = extra.only
+    ? FOLDED.filter((c) => extra.only!.includes(c) || named(c))
+    : light
+      ? FOLDED.filter((c) => !HEAVY.has(c) || named(c))
+      : FOLDED
+  const refs = !light || /\bm\.(input|output)_refs\b/.test(text)
+  return `(${merged(columns, refs)} WHERE ${inner.join(' AND ')} GROUP BY project_id, id) m WHERE ${where.join(' AND ')}`
+}

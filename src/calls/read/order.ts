@@ -1,0 +1,76 @@
+import { listValue } from '@duckdb/node-api'
+import { Params, fieldSql } from '../../query/expr.js'
+import type { QueryOptions } from '../model.js'
+import { MERGED, SELECT_OUT, matching } from './merged.js'
+
+/** Pages up to this many calls (limit + offset) are found by id first (see pageSql). */
+const PAGE_IDS = 10_000
+
+export function orderBy(sort: QueryOptions['sort_by'], params: Params): string {
+  if (sort === undefined || sort === null) return 'ORDER BY m.started_at ASC, m.id ASC'
+  if (sort.length === 0) return ''
+  const keys: string[] = []
+  for (const s of sort) {
+    const dir = s.direction === 'desc' ? 'DESC' : 'ASC'
+    const f = fieldSql(s.field, params)
+    if (f.json || f.type === 'string') {
+      // Numbers before strings, missing last, in either direction (docs/calls-and-storage.md, mixed-type rule).
+      keys.push(
+        `(${f.sql}) IS NULL ASC`,
+        `TRY_CAST(${f.sql} AS DOUBLE) IS NULL ASC`,
+        `TRY_CAST(${f.sql} AS DOUBLE) ${dir}`,
+        `(${f.sql}) ${dir}`,
+      )
+    } else keys.push(`(${f.sql}) ${dir} NULLS LAST`)
+  }
+  return `ORDER BY ${keys.join(', ')}, m.id ASC`
+}
+
+/** The matching calls, whole, in order, with limit and offset: one statement. */
+export function selectSql(project: string, opts: QueryOptions, params: Params): string {
+  const order = orderBy(opts.sort_by, params)
+  let sql = `SELECT ${SELECT_OUT} FROM ${matching(project, opts, params, false, order)} ${order}`
+  if (opts.limit !== undefined && opts.limit !== null) sql += ` LIMIT ${params.add(opts.limit)}`
+  if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
+  return sql
+}
+
+/**
+ * A page (limit + offset up to PAGE_IDS) is found in two steps: the ids of the page from a merge of
+ * the light columns only (run with `readAll`), then the whole calls for those ids. The large JSON
+ * columns of a project are then merged for a page, not for every matching call. Null: not a page.
+ */
+export async function pageSql(
+  project: string,
+  opts: QueryOptions,
+  readAll: (sql: string, params: Params) => Promise<Record<string, unknown>[]>,
+): Promise<{ sql: string; params: Params } | null> {
+  if (opts.limit === undefined || opts.limit === null || opts.limit + (opts.offset ?? 0) > PAGE_IDS) return null
+  const params = new Params()
+  const order = orderBy(opts.sort_by, params)
+  let sql = `SELECT m.id FROM ${matching(project, opts, params, true, order)} ${order} LIMIT ${params.add(opts.limit)}`
+  if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
+  const ids = (await readAll(sql, params)).map((r) => String(r.id))
+  // An empty list has no element type for DuckDB to bind; an empty page needs no second step.
+  if (ids.length === 0) return { sql: 'SELECT 1 WHERE false', params: new Params() }
+  const out = new Params()
+  const p = out.add(project)
+  const l = out.add(listValue(ids))
+  return {
+    sql: `SELECT ${SELECT_OUT} FROM (${MERGED} WHERE project_id = ${p} AND list_contains(${l}, id) GROUP BY project_id, id) m
+        WHERE m.deleted_at IS NULL ORDER BY list_position(${l}, m.id)`,
+    params: out,
+  }
+}
+
+/** The statement of a query: by page when it is one (see pageSql), else whole. */
+export async function querySql(
+  project: string,
+  opts: QueryOptions,
+  readAll: (sql: string, params: Params) => Promise<Record<string, unknown>[]>,
+): Promise<{ sql: string; params: Params }> {
+  const page = await pageSql(project, opts, readAll)
+  if (page) return page
+  const params = new Params()
+  return { sql: selectSql(project, opts, params), params }
+}

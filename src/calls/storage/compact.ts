@@ -1,0 +1,102 @@
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import type { DuckDBConnection } from '@duckdb/node-api'
+import { Params } from '../../query/expr.js'
+import { FOLDED, latest } from '../model.js'
+import { PARQUET, fileStats, refreshView, segmentFiles } from './parquet.js'
+import { fileName, fsyncPath, writeManifest, type Segment } from './segments.js'
+import type { StorageState } from './state.js'
+
+/** Whether a flush should be followed by a compaction: past `maxSegments` flushed (not yet compacted) segments. */
+export function overSegmentLimit(segments: readonly Segment[], maxSegments: number): boolean {
+  return segments.filter((x) => !x.level).length > maxSegments
+}
+
+/**
+ * The merge selector: which segments a compaction folds together, or null for none. Every segment,
+ * as long as one was flushed since the last compaction (otherwise they are already one row per call).
+ */
+export function selectMerge(segments: readonly Segment[]): readonly Segment[] | null {
+  return segments.some((x) => !x.level) ? segments : null
+}
+
+/**
+ * Folds the selected segments into compacted ones, each call's parts merged into a single part row
+ * whose seq is its parts' highest, so parts arriving later still win field by field. Deleted calls
+ * stay, as tombstones: a late part of a deleted call must not bring it back. The work is split into
+ * id ranges of about `compactParts` parts, one output segment each, so memory stays bounded whatever
+ * the store's size (a single GROUP BY over 10M calls ran DuckDB out of memory). False when there
+ * was nothing to compact.
+ */
+export async function compactSegments(s: StorageState): Promise<boolean> {
+  const old = selectMerge(s.manifest.segments)
+  if (!old || s.closed) return false
+  const files = segmentFiles(s.dir, old).join(', ')
+  const totalRows = old.reduce((a, x) => a + x.rows, 0)
+  const bounds = await idBounds(s.maint, s.dir, old, Math.ceil(totalRows / s.opts.compactParts))
+  const made: Segment[] = []
+  for (let i = 0; i <= bounds.length; i++) {
+    const seg = await compactRange(s, files, i > 0 ? bounds[i - 1]! : null, i < bounds.length ? bounds[i]! : null)
+    if (seg) made.push(seg)
+  }
+  await fsyncPath(s.dir)
+  // The flushed segments' highest seq must survive in the manifest (a restart numbers new parts after it).
+  if (made.length) made[made.length - 1]!.max_seq = Math.max(made[made.length - 1]!.max_seq, ...old.map((x) => x.max_seq))
+  s.manifest = { ...s.manifest, segments: made }
+  await writeManifest(s.dir, s.manifest)
+  await refreshView(s.maint, s.dir, s.manifest.segments)
+  // Queries that bound the old view may still be reading the old files: remove them a little later
+  // (a restart removes any that are left).
+  const stale = old.map((x) => path.join(s.dir, x.file))
+  setTimeout(() => void Promise.all(stale.map((f) => fs.rm(f, { force: true }))), 30_000).unref()
+  return true
+}
+
+/** One id range [lo, hi) of the files folded into a new segment; null when the range holds no call. */
+async function compactRange(s: StorageState, files: string, lo: string | null, hi: string | null): Promise<Segment | null> {
+  const params = new Params()
+  const range = [lo !== null ? `id >= ${params.add(lo)}` : 'true', hi !== null ? `id < ${params.add(hi)}` : 'true'].join(' AND ')
+  const segName = fileName('seg', s.manifest.next_file++)
+  const segPath = path.join(s.dir, segName)
+  const tmp = segPath + '.tmp'
+  const copy = await s.maint.prepare(
+    `COPY (SELECT max(seq) AS seq, 'merged' AS kind, project_id, id, ${FOLDED.map(latest).join(', ')},
+          max(deleted_at) AS deleted_at,
+          nullif(list_distinct(flatten(list(input_refs) FILTER (WHERE input_refs IS NOT NULL))), []) AS input_refs,
+          nullif(list_distinct(flatten(list(output_refs) FILTER (WHERE output_refs IS NOT NULL))), []) AS output_refs
+        FROM read_parquet([${files}], union_by_name = true) WHERE ${range}
+        GROUP BY project_id, id ORDER BY project_id, id) TO '${tmp}' (${PARQUET})`,
+  )
+  copy.bind(params.values)
+  await copy.run()
+  const stats = await fileStats(s.maint, tmp)
+  if (stats.n === 0) {
+    await fs.rm(tmp, { force: true })
+    return null
+  }
+  await fsyncPath(tmp)
+  await fs.rename(tmp, segPath)
+  return { file: segName, rows: stats.n, min_seq: stats.lo, max_seq: stats.hi, bytes: (await fs.stat(segPath)).size, level: 1 }
+}
+
+/**
+ * Up to n - 1 ids splitting the segments' parts into n ranges of similar size, from the row-group
+ * statistics in the Parquet footers (segments are sorted by id, so no data is read).
+ */
+export async function idBounds(maint: DuckDBConnection, dir: string, segments: readonly Segment[], n: number): Promise<string[]> {
+  if (n <= 1) return []
+  const files = segmentFiles(dir, segments).join(', ')
+  const mins = (
+    await maint.runAndReadAll(
+      `SELECT stats_min AS id FROM parquet_metadata([${files}]) WHERE path_in_schema = 'id' AND stats_min IS NOT NULL ORDER BY stats_min`,
+    )
+  )
+    .getRowObjectsJS()
+    .map((r) => String(r.id))
+  const out: string[] = []
+  for (let i = 1; i < n; i++) {
+    const b = mins[Math.floor((i * mins.length) / n)]
+    if (b !== undefined && b !== out[out.length - 1] && b > (out[out.length - 1] ?? '')) out.push(b)
+  }
+  return out
+}

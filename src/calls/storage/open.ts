@@ -1,0 +1,83 @@
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { DuckDBInstance } from '@duckdb/node-api'
+import { withDefaults, type StoreOptions } from './options.js'
+import { refreshView } from './parquet.js'
+import { MANIFEST as MANIFEST_FILE, checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest } from './segments.js'
+import { walNumber } from './state.js'
+import { Storage, type Recovered } from './storage.js'
+import { Tail } from './tail.js'
+import { Wal, takeLock, walRecord } from './wal.js'
+
+/** Log records a replay could not add to the tail, kept (framed as in the log) rather than lost or blocking starts. */
+const QUARANTINE = 'quarantine.log'
+
+/**
+ * Opens (creating) the calls directory of a data directory: takes its lock, reads the manifest,
+ * removes files it does not name, and replays every log it still lists into the tail.
+ */
+export async function openStorage(dataDir: string, options: StoreOptions = {}): Promise<Storage> {
+  const opts = withDefaults(options)
+  const dir = path.join(dataDir, 'calls')
+  const manifest = await openDir(dir)
+  const db = await DuckDBInstance.create(':memory:')
+  const writer = await db.connect()
+  // Segment files never change once named (names are never reused): their footers can be cached,
+  // which saves re-reading ten footers for every query of a large store.
+  await writer.run('SET GLOBAL parquet_metadata_cache = true')
+  const tail = await Tail.create(writer)
+  const maint = await db.connect()
+  const recovered: Recovered = { records: 0, parts: 0, truncatedBytes: 0, segments: manifest.segments.length, quarantined: 0 }
+  // Replay every log the manifest still lists; only the last one takes appends.
+  const logs: { wal: Wal; records: Buffer[] }[] = []
+  for (const name of manifest.wals) {
+    const opened = await Wal.open(path.join(dir, checkName(name)))
+    logs.push(opened)
+    recovered.truncatedBytes += opened.truncatedBytes
+  }
+  for (const l of logs.slice(0, -1)) await l.wal.close()
+  const storage = new Storage(dir, manifest, logs[logs.length - 1]!.wal, db, writer, maint, tail, opts, recovered)
+  storage.seq = BigInt(manifest.segments.reduce((m, seg) => Math.max(m, seg.max_seq), 0))
+  await refreshView(maint, dir, manifest.segments)
+  for (const [i, l] of logs.entries()) await replay(storage, walNumber(manifest.wals[i]!), l.records)
+  storage.startTimer()
+  return storage
+}
+
+/** The directory locked and its manifest (a new one for a new directory), with stray files removed. */
+async function openDir(dir: string): Promise<Manifest> {
+  await fs.mkdir(dir, { recursive: true })
+  await takeLock(path.join(dir, 'LOCK'))
+  let manifest = await readManifest(dir)
+  if (!manifest) {
+    manifest = { version: 1, segments: [], wals: [fileName('wal', 1)], next_file: 2 }
+    await writeManifest(dir, manifest)
+  }
+  // Files a crash left behind before the manifest named them (or after it stopped naming them).
+  const live = new Set([MANIFEST_FILE, 'LOCK', QUARANTINE, ...manifest.segments.map((x) => x.file), ...manifest.wals])
+  for (const f of await fs.readdir(dir)) if (!live.has(f)) await fs.rm(path.join(dir, f), { force: true })
+  return manifest
+}
+
+/** One log's records into the tail, numbered on from the storage's seq. */
+async function replay(s: Storage, gen: number, records: Buffer[]): Promise<void> {
+  for (const r of records) {
+    let n: number
+    try {
+      n = await s.tail.insert(r, s.seq + 1n, gen)
+    } catch (e) {
+      // A record DuckDB cannot read would stop every start: it is set aside, whole, for inspection.
+      await fs.appendFile(path.join(s.dir, QUARANTINE), walRecord(r))
+      await fsyncPath(path.join(s.dir, QUARANTINE))
+      await fsyncPath(s.dir)
+      process.emitWarning(`calls store: a logged batch DuckDB cannot read was moved to ${QUARANTINE}: ${(e as Error).message}`)
+      s.tail.failure = null
+      s.recovered.quarantined++
+      continue
+    }
+    s.seq += BigInt(n)
+    s.tail.counted(gen, n, r.length + 8)
+    s.recovered.records++
+    s.recovered.parts += n
+  }
+}

@@ -1,0 +1,28 @@
+export interface StoreOptions {
+  /** Flush the in-memory tail to a Parquet segment once it holds this many parts. */
+  flushRows?: number
+  /** …or once its parts' encoded bytes pass this (bounds the tail's memory whatever the calls' size). */
+  flushBytes?: number
+  /** …or once its oldest part is this old (ms); 0 turns the timer off. */
+  flushIntervalMs?: number
+  /** Past this many segments, they are compacted into one. */
+  maxSegments?: number
+  /** A query waiting this long (ms) on DuckDB is interrupted: 504. */
+  queryTimeoutMs?: number
+  /** Parts per compacted segment (one id range each); bounds the memory a compaction takes. */
+  compactParts?: number
+  /** Bytes of acknowledged batches not yet in the tail table past which writes wait for it. */
+  maxUnmovedBytes?: number
+}
+
+export function withDefaults(options: StoreOptions): Required<StoreOptions> {
+  return {
+    flushRows: options.flushRows ?? 200_000,
+    flushBytes: options.flushBytes ?? 256 * 2 ** 20,
+    flushIntervalMs: options.flushIntervalMs ?? 30_000,
+    maxSegments: options.maxSegments ?? 8,
+    queryTimeoutMs: options.queryTimeoutMs ?? 30_000,
+    compactParts: options.compactParts ?? 2_000_000,
+    maxUnmovedBytes: options.maxUnmovedBytes ?? 8 * 2 ** 20,
+  }
+}

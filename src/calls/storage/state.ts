@@ -1,0 +1,22 @@
+import type { DuckDBConnection } from '@duckdb/node-api'
+import type { StoreOptions } from './options.js'
+import type { Manifest } from './segments.js'
+import type { Tail } from './tail.js'
+import type { Wal } from './wal.js'
+
+/** What a flush and a compaction work on: the calls directory, its manifest and log, and the tail. */
+export interface StorageState {
+  readonly dir: string
+  manifest: Manifest
+  /** The log taking appends (a flush switches it). */
+  wal: Wal
+  /** The connection flushes, compactions and view changes run on. */
+  readonly maint: DuckDBConnection
+  readonly tail: Tail
+  readonly opts: Required<StoreOptions>
+  readonly closed: boolean
+}
+
+export function walNumber(name: string): number {
+  return Number(/^wal-(\d{6})\.log$/.exec(name)![1])
+}

@@ -1,0 +1,195 @@
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api'
+import { DomainError } from '../../core/errors.js'
+import { compactSegments, idBounds, overSegmentLimit } from './compact.js'
+import { flushTail } from './flush.js'
+import type { StoreOptions } from './options.js'
+import type { Manifest, Segment } from './segments.js'
+import { walNumber, type StorageState } from './state.js'
+import type { Tail } from './tail.js'
+import type { Wal } from './wal.js'
+
+export type SegmentEvent = 'flush' | 'compact'
+
+/** What the last start found: log records replayed (and parts), bytes of torn log cut off, segments, records set aside. */
+export interface Recovered {
+  records: number
+  parts: number
+  truncatedBytes: number
+  segments: number
+  quarantined: number
+}
+
+/**
+ * Where the calls live. Every acknowledged part is first in a write-ahead log (fsynced, group
+ * commit), then in an in-memory DuckDB table, the tail. The tail is flushed to immutable Parquet
+ * segments listed in an atomically written manifest, after which its logs are dropped; segments are
+ * compacted in turn with flushes. See open.ts for how a start replays the logs.
+ */
+export class Storage implements StorageState {
+  /** The highest seq given to a part so far (a replay sets it as it goes). */
+  seq = 0n
+  closed = false
+  private flushChain: Promise<unknown> = Promise.resolve()
+  /** A size-triggered flush is queued and has not started: later batches need not queue another. */
+  private sizeFlushQueued = false
+  private timer?: NodeJS.Timeout
+  private readonly hooks: ((event: SegmentEvent) => Promise<void>)[] = []
+
+  constructor(
+    readonly dir: string,
+    public manifest: Manifest,
+    public wal: Wal,
+    private readonly db: DuckDBInstance,
+    private readonly writer: DuckDBConnection,
+    readonly maint: DuckDBConnection,
+    readonly tail: Tail,
+    readonly opts: Required<StoreOptions>,
+    readonly recovered: Recovered,
+  ) {}
+
+  /**
+   * Appends a batch encoded by encodeParts and framed as a log record by walRecord. Seq numbers are
+   * taken in log order, so a replay after a restart numbers every part as it was numbered here.
+   * Resolves once the record is fsynced in the log (acknowledged); it reaches the tail in the
+   * background (see Tail). Batches not yet in the tail are bounded in bytes: past the bound a write
+   * waits for the tail.
+   */
+  async append(record: Buffer, count: number): Promise<void> {
+    if (this.closed) throw new DomainError(503, 'The calls store is closed')
+    if (this.tail.failure) throw this.tail.failedError()
+    // Log and generation are taken together: a flush may switch logs while this append waits.
+    const wal = this.wal
+    const gen = walNumber(this.manifest.wals[this.manifest.wals.length - 1]!)
+    const base = this.seq + 1n
+    this.seq += BigInt(count)
+    this.tail.pending(gen)
+    try {
+      await wal.appendRecord(record)
+    } catch (e) {
+      this.tail.released(gen)
+      throw e
+    }
+    this.tail.counted(gen, count, record.length)
+    void this.tail.insert(record.subarray(8), base, gen).then(
+      () => this.tail.released(gen),
+      () => this.tail.released(gen),
+    )
+    if (this.tail.unmovedBytes > this.opts.maxUnmovedBytes) await this.tail.visible()
+    if ((this.tail.rows >= this.opts.flushRows || this.tail.bytes >= this.opts.flushBytes) && !this.sizeFlushQueued) {
+      // One queued flush takes the whole tail when it runs; a flush per batch over the threshold
+      // would, under load, queue a train of tiny segments (and compactions).
+      this.sizeFlushQueued = true
+      const run = this.flushChain.then(() => {
+        this.sizeFlushQueued = false
+        return this.flushOnce()
+      })
+      this.flushChain = run.catch(() => {})
+      void run.catch(() => {})
+    }
+  }
+
+  /** Flushes the tail once its oldest part is flushIntervalMs old (checked every few seconds). */
+  startTimer(): void {
+    const ms = this.opts.flushIntervalMs
+    if (ms <= 0) return
+    this.timer = setInterval(
+      () => {
+        if (this.tail.rows > 0 && Date.now() - this.tail.since >= ms) void this.flush().catch(() => {})
+      },
+      Math.min(ms, 5_000),
+    )
+    this.timer.unref()
+  }
+
+  /** Moves the tail into a new Parquet segment (see flushTail); runs in turn with compactions. */
+  flush(): Promise<void> {
+    return this.exclusive(() => this.flushOnce())
+  }
+
+  private async flushOnce(): Promise<void> {
+    if (!(await flushTail(this))) return
+    for (const hook of this.hooks) await hook('flush').catch(() => {})
+    if (overSegmentLimit(this.manifest.segments, this.opts.maxSegments)) await this.compactOnce()
+  }
+
+  /** Compacts every segment into one (see compactSegments); runs in turn with flushes. */
+  compact(): Promise<void> {
+    return this.exclusive(() => this.compactOnce())
+  }
+
+  private async compactOnce(): Promise<void> {
+    if (!(await compactSegments(this))) return
+    for (const hook of this.hooks) await hook('compact').catch(() => {})
+  }
+
+  /**
+   * Runs `hook` after every flush and compaction, in turn with them (so segments do not change
+   * while it runs). Statistics keep their pre-aggregates current this way.
+   */
+  onSegments(hook: (event: SegmentEvent) => Promise<void>): void {
+    this.hooks.push(hook)
+  }
+
+  /** Runs fn in turn with flushes and compactions. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.flushChain.then(fn)
+    this.flushChain = run.catch(() => {})
+    return run
+  }
+
+  /** A new connection to the database holding `all_parts`. */
+  connect(): Promise<DuckDBConnection> {
+    return this.db.connect()
+  }
+
+  /** The data directory the store lives in (its files are under `calls/`). */
+  get dataDir(): string {
+    return path.dirname(this.dir)
+  }
+
+  get segments(): readonly Segment[] {
+    return this.manifest.segments
+  }
+
+  /** The highest seq held in segments: every part at or below it is in Parquet and never changes. */
+  get flushedSeq(): number {
+    return this.manifest.segments.reduce((m, x) => Math.max(m, x.max_seq), 0)
+  }
+
+  /** Parts held in segments. */
+  get segmentRows(): number {
+    return this.manifest.segments.reduce((a, s) => a + s.rows, 0)
+  }
+
+  /** Id ranges splitting the segments into about n parts (see idBounds). */
+  idRanges(n: number): Promise<string[]> {
+    return idBounds(this.maint, this.dir, this.manifest.segments, n)
+  }
+
+  stats() {
+    return {
+      tail_parts: this.tail.rows,
+      tail_bytes: this.tail.bytes,
+      tail_unmoved_bytes: this.tail.unmovedBytes,
+      tail_failure: this.tail.failure ? String((this.tail.failure as Error).message) : null,
+      segments: this.manifest.segments.length,
+      segment_rows: this.segmentRows,
+      segment_bytes: this.manifest.segments.reduce((a, x) => a + x.bytes, 0),
+      wal_bytes: this.wal.bytes,
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer)
+    await this.flushChain
+    this.closed = true
+    await this.tail.settled(this.tail.pendingGens)
+    await this.wal.close()
+    this.writer.closeSync()
+    this.maint.closeSync()
+    this.db.closeSync()
+    await fs.rm(path.join(this.dir, 'LOCK'), { force: true })
+  }
+}

@@ -1,0 +1,188 @@
+import { blobValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api'
+import { DomainError } from '../../core/errors.js'
+import { PARTS_JSON_TYPE, PART_COLUMNS } from '../model.js'
+
+/** Tail rows also carry the number of the log they were appended to, so a flush takes exactly that log's parts. */
+const TAIL_COLUMNS = PART_COLUMNS + ', wal_gen INTEGER NOT NULL'
+
+/**
+ * Fault injection for tests: with WEFT_FAILPOINTS=tail-insert, a batch holding this marker fails to
+ * reach the tail (as a DuckDB error would), after it was logged and acknowledged.
+ */
+const TAIL_MARKER = Buffer.from('weft-failpoint:tail-insert')
+const tailFailpoint = (process.env.WEFT_FAILPOINTS ?? '').split(',').includes('tail-insert')
+
+/**
+ * Encoded batches (see encodeParts) reach the tail in two steps: each is put in a one-row-per-batch
+ * stage table, then one statement parses every staged batch and moves its parts into the tail. (A
+ * batch bound straight into the insert as a parameter is a constant to DuckDB's optimizer, which then
+ * folds the whole parse into one giant value and derives statistics from it: 3× the cost.)
+ */
+const STAGE_COLUMNS = 'b BLOB NOT NULL, base BIGINT NOT NULL, gen INTEGER NOT NULL'
+const STAGE_SQL = 'INSERT INTO call_parts_stage VALUES ($1, $2, $3)'
+const MOVE_SQL = `INSERT INTO call_parts
+  SELECT base + i - 1, p.kind, p.project_id, p.id, p.trace_id, p.parent_id, p.thread_id, p.turn_id, p.op_name, p.display_name,
+    make_timestamp(p.started_us), make_timestamp(p.ended_us), make_timestamp(p.deleted_us),
+    p.attributes, p.inputs, p.output, p.summary, p.exception, p.user_id, p.run_id, p.run_step, p.run_step_end,
+    p.input_refs, p.output_refs, p.usage, gen
+  FROM (SELECT base, gen, unnest(j) AS p, generate_subscripts(j, 1) AS i
+    FROM (SELECT base, gen, from_json(decode(b), '${PARTS_JSON_TYPE}') AS j FROM call_parts_stage))`
+
+interface Staged {
+  batch: Buffer
+  base: bigint
+  gen: number
+  resolve: (n: number) => void
+  reject: (e: unknown) => void
+}
+
+/**
+ * The tail: the in-memory table `call_parts` of parts not yet in a segment, and the batches on their
+ * way into it. A write is acknowledged once it is in the log; it reaches the tail table in the
+ * background, together with whatever else arrived meanwhile (one insert for all: DuckDB's cost per
+ * insert is high, and waiting for it held every write to one insert at a time).
+ */
+export class Tail {
+  /** Parts in the tail (or on their way to it), their encoded bytes, and since when it holds any. */
+  rows = 0
+  bytes = 0
+  since = 0
+  /** Set when a logged batch could not be added to the tail; see drain. */
+  failure: unknown = null
+  /** Batches logged or being logged but not yet in the tail, per log generation (see flushTail). */
+  private readonly pendingByGen = new Map<number, number>()
+  private pendingDrained: (() => void)[] = []
+  /** Batches waiting for the tail; they go in together, one statement for all (see drain). */
+  private staged: Staged[] = []
+  private inserting = false
+  private insertStmts?: { stage: DuckDBPreparedStatement; move: DuckDBPreparedStatement }
+  /** Batches handed to the tail, and those through (in order: groups go in FIFO). */
+  private stagedTotal = 0
+  private movedTotal = 0
+  private stagedBytes = 0
+  private visibleWaiters: { target: number; resolve: () => void }[] = []
+  /** Parts acknowledged per log generation, for the tail's size after a flush. */
+  private readonly partsByGen = new Map<number, { parts: number; bytes: number }>()
+
+  private constructor(private readonly writer: DuckDBConnection) {}
+
+  /** Creates the tail and stage tables on the writer connection. */
+  static async create(writer: DuckDBConnection): Promise<Tail> {
+    await writer.run(`CREATE TABLE call_parts (${TAIL_COLUMNS})`)
+    await writer.run(`CREATE TEMP TABLE call_parts_stage (${STAGE_COLUMNS})`)
+    return new Tail(writer)
+  }
+
+  /** Bytes of acknowledged batches not yet in the tail table. */
+  get unmovedBytes(): number {
+    return this.stagedBytes
+  }
+
+  /** Log generations with a batch between its log append and the tail. */
+  get pendingGens(): number[] {
+    return [...this.pendingByGen.keys()]
+  }
+
+  /** A batch of this log generation is on its way (logged or being logged); see released. */
+  pending(gen: number): void {
+    this.pendingByGen.set(gen, (this.pendingByGen.get(gen) ?? 0) + 1)
+  }
+
+  /** Parts and bytes now in the tail (or on their way to it), for when to flush. */
+  counted(gen: number, parts: number, bytes: number): void {
+    if (this.rows === 0) this.since = Date.now()
+    this.rows += parts
+    this.bytes += bytes
+    const n = this.partsByGen.get(gen) ?? { parts: 0, bytes: 0 }
+    this.partsByGen.set(gen, { parts: n.parts + parts, bytes: n.bytes + bytes })
+  }
+
+  /** These log generations' parts left the tail (they are in a segment now). */
+  dropped(gens: number[]): void {
+    for (const g of gens) {
+      const n = this.partsByGen.get(g)
+      this.rows -= n?.parts ?? 0
+      this.bytes -= n?.bytes ?? 0
+      this.partsByGen.delete(g)
+    }
+    this.since = Date.now()
+  }
+
+  released(gen: number): void {
+    const left = this.pendingByGen.get(gen)! - 1
+    if (left === 0) this.pendingByGen.delete(gen)
+    else this.pendingByGen.set(gen, left)
+    if (left === 0) for (const wake of this.pendingDrained.splice(0)) wake()
+  }
+
+  /** Resolves once no batch of these log generations is between its log append and the tail. */
+  async settled(gens: number[]): Promise<void> {
+    while (gens.some((g) => this.pendingByGen.has(g))) await new Promise<void>((r) => this.pendingDrained.push(r))
+  }
+
+  /** Resolves once every batch acknowledged so far is in the tail table (reads call it first). */
+  async visible(): Promise<void> {
+    const target = this.stagedTotal
+    if (this.movedTotal >= target) return
+    await new Promise<void>((resolve) => this.visibleWaiters.push({ target, resolve }))
+  }
+
+  failedError(): DomainError {
+    return new DomainError(
+      503,
+      `The calls store could not add acknowledged writes to its tail (${(this.failure as Error).message}); they are kept in its log and come back at the next start: restart the server`,
+    )
+  }
+
+  /**
+   * Adds an encoded batch to the tail; resolves with the number of parts its group added. DuckDB
+   * parses the JSON on its own threads. Batches that arrive while an insert runs go in together with
+   * the next one (a replay awaits each record, so there a group is one record and the number is its own).
+   */
+  insert(batch: Buffer, base: bigint, gen: number): Promise<number> {
+    this.stagedTotal++
+    this.stagedBytes += batch.length
+    return new Promise((resolve, reject) => {
+      this.staged.push({ batch, base, gen, resolve, reject })
+      if (!this.inserting) void this.drain()
+    })
+  }
+
+  private async drain(): Promise<void> {
+    this.inserting = true
+    while (this.staged.length > 0) {
+      const group = this.staged
+      this.staged = []
+      try {
+        const n = await this.move(group)
+        for (const g of group) g.resolve(n)
+      } catch (e) {
+        // The batches are in the log but not in the tail: a flush now would drop them with the log.
+        // Nothing more is acknowledged or flushed; a restart replays the log.
+        this.failure ??= e
+        process.emitWarning(`calls store: a logged batch did not reach the tail: ${(e as Error).message}`)
+        for (const g of group) g.reject(e)
+      }
+      this.movedTotal += group.length
+      for (const g of group) this.stagedBytes -= g.batch.length
+      this.visibleWaiters = this.visibleWaiters.filter((w) => (w.target <= this.movedTotal ? (w.resolve(), false) : true))
+    }
+    this.inserting = false
+  }
+
+  /** One group of batches into the tail table, by way of the stage table; the number of parts it added. */
+  private async move(group: Staged[]): Promise<number> {
+    this.insertStmts ??= { stage: await this.writer.prepare(STAGE_SQL), move: await this.writer.prepare(MOVE_SQL) }
+    const { stage, move } = this.insertStmts
+    try {
+      if (tailFailpoint && group.some((g) => g.batch.includes(TAIL_MARKER))) throw new Error('failpoint tail-insert')
+      for (const g of group) {
+        stage.bind([blobValue(g.batch), g.base, g.gen])
+        await stage.run()
+      }
+      return Number((await move.runAndReadAll()).getRowsJS()[0]?.[0] ?? 0)
+    } finally {
+      await this.writer.run('DELETE FROM call_parts_stage')
+    }
+  }
+}

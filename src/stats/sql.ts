@@ -1,0 +1,271 @@
+import { listValue } from '@duckdb/node-api'
+import { Params } from '../query/expr.js'
+import type { CallSource } from '../calls/source.js'
+import type { PriceSpan } from '../catalog/prices.js'
+import { USAGE_METRICS } from '../schemas/calls.js'
+import type { CallFilter } from '../schemas/common.js'
+import { dimFilter } from './dims.js'
+import type { Column, UsageMetric } from './metrics.js'
+import { inBuckets, type Piece, type StatsContext } from './plan.js'
+import {
+  TOKEN_METRICS,
+  TOKEN_NAMES,
+  shaped,
+  slotMs,
+  storedAs,
+  tableName,
+  timeDim,
+  type Rollups,
+  type Table,
+  type Tier,
+  type TokenMetric,
+} from './rollups.js'
+import { binSql } from './sketch.js'
+
+/** Timestamps SQL can hold: price spans open to ±infinity are clipped to these. */
+const MIN_MS = Date.UTC(1900, 0, 1)
+const MAX_MS = Date.UTC(2300, 0, 1)
+
+const ts = (ms: number) => `make_timestamp(${Math.round(ms) * 1000})`
+
+/** One statement and its parameters. */
+export interface Statement {
+  sql: string
+  params: Params
+}
+
+/** Shared SQL: the bucket boundaries, and the price spans (`sp`) when costs are asked for. */
+function ctesSql(params: Params, starts: number[], spans: PriceSpan[]): string {
+  const b = `b AS (SELECT make_timestamp(unnest(${params.add(listValue(starts.map((t) => BigInt(t) * 1000n)))})::BIGINT) AS ts)`
+  if (!spans.length)
+    return `WITH ${b}, sp AS (SELECT NULL::VARCHAR AS llm, NULL::TIMESTAMP AS f, NULL::TIMESTAMP AS t, NULL::DOUBLE AS pc, NULL::DOUBLE AS cc WHERE false)`
+  const col = <T>(f: (s: PriceSpan) => T) => params.add(listValue(spans.map(f) as never[]))
+  return `WITH ${b}, sp AS (SELECT unnest(${col((s) => s.llm_id)}) AS llm,
+      make_timestamp(unnest(${col((s) => BigInt(Math.max(MIN_MS, s.from_ms)) * 1000n)})::BIGINT) AS f,
+      make_timestamp(unnest(${col((s) => BigInt(Math.min(MAX_MS, s.to_ms)) * 1000n)})::BIGINT) AS t,
+      unnest(${col((s) => s.row.prompt_token_cost)})::DOUBLE AS pc, unnest(${col((s) => s.row.completion_token_cost)})::DOUBLE AS cc)`
+}
+
+// ---- Scans of merged calls ----
+
+/** Per window `w`, the least and greatest id (`lo`, `hi`) of the calls starting in it; null ids when none does. */
+export function windowIdsStatement(project: string, windows: [number, number][]): Statement {
+  const inWindow = (col: string, [lo, hi]: [number, number]) => `(${col} >= ${ts(lo)} AND ${col} < ${ts(hi)})`
+  const params = new Params()
+  const p = params.add(project)
+  const sql = windows
+    .map((w, i) => `SELECT ${i} AS w, min(id) AS lo, max(id) AS hi FROM all_parts WHERE project_id = ${p} AND ${inWindow('started_at', w)}`)
+    .join(' UNION ALL ')
+  return { sql, params }
+}
+
+/** The call groups of a scan (`kind` c): per bucket (`g` 1), and per bucket and latency bin `k`. */
+const SCAN_CALLS = `SELECT 'c' AS kind, bucket, k, grouping(k) AS g, count(*) AS n, count(lat) AS lat_n, coalesce(sum(lat), 0)::BIGINT AS lat_sum, min(lat) AS lat_min, max(lat) AS lat_max, sum(err)::BIGINT AS err
+        FROM (SELECT epoch_ms(b.ts) AS bucket, ${binSql('lat')} AS k, lat, err FROM
+          (SELECT t, epoch_ms(ended_at) - epoch_ms(t) AS lat, (exception IS NOT NULL)::INTEGER AS err FROM mm) c ASOF JOIN b ON c.t >= b.ts)
+        GROUP BY GROUPING SETS ((bucket), (bucket, k))`
+
+/** The usage groups of a scan (`kind` u): per bucket and model, with the percentiles asked for as `p0`, `p1`, … */
+function scanUsageSql(pcts: Column<UsageMetric>[]): string {
+  return `SELECT 'u' AS kind, epoch_ms(b.ts) AS bucket, model, count(*) AS n,
+          ${USAGE_METRICS.map((m) => `coalesce(sum(${m}), 0)::DOUBLE AS ${m}_sum, count(${m}) AS ${m}_n, min(${m})::DOUBLE AS ${m}_min, max(${m})::DOUBLE AS ${m}_max`).join(',\n          ')}
+          ${pcts.map((c, i) => `, quantile_cont(${c.metric}, ${c.p! / 100}) AS p${i}`).join('')}
+        FROM (SELECT v.*, input_tokens * sp.pc AS input_cost, output_tokens * sp.cc AS output_cost, input_tokens * sp.pc + output_tokens * sp.cc AS total_cost
+          FROM (SELECT t, u.model AS model, ${TOKEN_NAMES.map((m) => `(${TOKEN_METRICS[m]})::BIGINT AS ${m}`).join(', ')}
+            FROM (SELECT t, unnest(usage) AS u FROM mm) WHERE u.model IS NOT NULL) v
+          LEFT JOIN sp ON sp.llm = v.model AND v.t >= sp.f AND v.t < sp.t) w
+        ASOF JOIN b ON w.t >= b.ts GROUP BY 2, 3`
+}
+
+/** The usage columns a scan computes as percentiles (`p{i}` in its rows, in this order). */
+export const scanPercentiles = (usageCols: Column<UsageMetric>[]) => usageCols.filter((c) => c.p !== undefined)
+
+/**
+ * One window, one merge: the calls starting in it (ids in [lo, hi]) are merged once (a materialised
+ * CTE) and both the call groups (with latency bins) and the usage groups are computed from it,
+ * returned together (`kind` c or u; UNION ALL BY NAME fills the other side's columns with NULL).
+ */
+export function scanWindowStatement(
+  source: Pick<CallSource, 'relation'>,
+  ctx: StatsContext,
+  [wlo, whi]: [number, number],
+  [loId, hiId]: [string, string],
+): Statement {
+  const { callCols, usageCols } = ctx
+  const params = new Params()
+  const ctes = ctesSql(params, ctx.starts, usageCols.length ? ctx.spans : [])
+  const ids = `id >= ${params.add(loId)} AND id <= ${params.add(hiId)}`
+  const only = ['started_at', ...(callCols.length ? ['ended_at', 'exception'] : []), ...(usageCols.length ? ['usage'] : [])]
+  const rel = source.relation(ctx.project_id, { filter: ctx.filter }, params, {
+    where: [`m.started_at >= ${ts(wlo)} AND m.started_at < ${ts(whi)}`],
+    parts: [ids],
+    only,
+  })
+  const parts: string[] = []
+  if (callCols.length) parts.push(SCAN_CALLS)
+  if (usageCols.length) parts.push(scanUsageSql(scanPercentiles(usageCols)))
+  const cols = ['m.started_at AS t', ...(callCols.length ? ['m.ended_at', 'm.exception'] : []), ...(usageCols.length ? ['m.usage'] : [])]
+  return { sql: `${ctes}, mm AS MATERIALIZED (SELECT ${cols.join(', ')} FROM ${rel}) ${parts.join(' UNION ALL BY NAME ')}`, params }
+}
+
+// ---- Reads of the rollups ----
+
+/** What the statements over a plan's pieces read: the request, the pieces, and the rollups (for their fresh parts). */
+export interface PiecesInput {
+  ctx: StatsContext
+  pieces: Piece[]
+  rollups: Pick<Rollups, 'fresh'>
+}
+
+/** What the SQL of every piece of one statement shares. */
+interface PieceSql {
+  input: PiecesInput
+  table: Table
+  params: Params
+  /** The project, as a parameter. */
+  p: string
+  /** The filter, as conditions on the tiers' dimension columns. */
+  conds: string[]
+  /** The slot lists made so far, for the statement's WITH list. */
+  withs: string[]
+  tokens: readonly TokenMetric[]
+}
+
+/**
+ * The rows of one tier's `table` (and the fresh parts' correction) inside a piece, as a SELECT
+ * with the table's columns, `bucket` and `at` (the row's time: its slot's start, or its call's
+ * start). An aggregated tier's slots (whole hours or minutes) map to their bucket through a list
+ * made here (an equality join, not a range join), added to `withs`; the call tier's rows by start time.
+ */
+function pieceRowsSql(piece: Piece, q: PieceSql): string {
+  const fresh = q.input.rollups.fresh(q.table, piece.tier, q.p)
+  const t = tableName(storedAs(q.table, piece.tier), piece.tier)
+  if ('slots' in piece) return slotRowsSql(piece.tier as Exclude<Tier, 'call'>, piece.slots, t, fresh, q)
+  return windowRowsSql(piece.windows, t, fresh, q)
+}
+
+/** An aggregated tier's rows in whole slots ([slot start, bucket start]) of `t`, joined to their buckets. */
+function slotRowsSql(tier: Exclude<Tier, 'call'>, slots: [number, number][], t: string, fresh: string | null, q: PieceSql): string {
+  const { p, conds, params, withs } = q
+  const time = timeDim(tier)
+  const unit = slotMs(tier)
+  // Runs of adjacent slots, each read by its own range (the minutes at both ends of a day are
+  // ~1,400 minutes apart: one range over both would read every minute between). Many runs (buckets
+  // off whole hours): one range over all.
+  const runs: [number, number][] = []
+  for (const [h] of slots) {
+    const last = runs[runs.length - 1]
+    if (last && last[1] === h) last[1] = h + unit
+    else runs.push([h, h + unit])
+  }
+  const ranges = runs.length <= 8 ? runs : [[runs[0]![0], runs[runs.length - 1]![1]] as [number, number]]
+  const where = ([lo, hi]: [number, number]) => [`project_id = ${p}`, `${time} >= ${ts(lo)}`, `${time} < ${ts(hi)}`, ...conds].join(' AND ')
+  const branches = ranges.map((r) => `SELECT * FROM ${t} WHERE ${where(r)}`)
+  if (fresh) branches.push(`SELECT * FROM (${fresh}) WHERE ${ranges.map((r) => `(${where(r)})`).join(' OR ')}`)
+  const sb = `sb${withs.length}`
+  withs.push(
+    `${sb} AS (SELECT make_timestamp(unnest(${params.add(listValue(slots.map(([h]) => BigInt(h) * 1000n)))}::BIGINT[])) AS ${time}, unnest(${params.add(listValue(slots.map(([, b]) => BigInt(b))))}::BIGINT[]) AS bucket)`,
+  )
+  return `SELECT *, ${time} AS at FROM (${branches.join(' UNION ALL ')}) JOIN ${sb} USING (${time})`
+}
+
+/** The call tier's rows started in the windows, each with its bucket. */
+function windowRowsSql(windows: [number, number][], t: string, fresh: string | null, q: PieceSql): string {
+  const { p, conds, table, tokens } = q
+  const tier = 'call'
+  // One branch per window: each gets its own range filter, which the table's zone maps prune by.
+  const where = (w: [number, number]) => [`project_id = ${p}`, `t >= ${ts(w[0])}`, `t < ${ts(w[1])}`, ...conds].join(' AND ')
+  const any = (ws: [number, number][]) => `(${ws.map((w) => `(${where(w)})`).join(' OR ')})`
+  // Few pieces each inside one bucket (the ends of a range, mostly): the bucket is a constant per
+  // branch. Many (buckets off whole hours): rows find their bucket by time (an ASOF join).
+  const cut = inBuckets(windows, q.input.ctx.starts)
+  if (cut.length <= 8) {
+    const branches = cut.map(
+      ([lo, hi, b]) =>
+        `SELECT ${b}::BIGINT AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM ${t} WHERE ${where([lo, hi])}`, table, tier, tokens)})`,
+    )
+    if (fresh) {
+      const cases = cut.map(([lo, hi, b]) => `WHEN t >= ${ts(lo)} AND t < ${ts(hi)} THEN ${b}::BIGINT`).join(' ')
+      branches.push(
+        `SELECT CASE ${cases} END AS bucket, *, t AS at FROM (${shaped(`SELECT * FROM (${fresh}) WHERE ${any(cut.map(([lo, hi]) => [lo, hi]))}`, table, tier, tokens)})`,
+      )
+    }
+    return branches.join(' UNION ALL ')
+  }
+  const branches = windows.map((w) => `SELECT * FROM ${t} WHERE ${where(w)}`)
+  if (fresh) branches.push(`SELECT * FROM (${fresh}) WHERE ${any(windows)}`)
+  return `SELECT epoch_ms(b.ts) AS bucket, r.*, r.t AS at FROM (${shaped(branches.join(' UNION ALL '), table, tier, tokens)}) r ASOF JOIN b ON r.t >= b.ts`
+}
+
+/**
+ * The WITH list (bucket starts b, price spans sp, slot lists) and the pieces' rows of `table` as `src`:
+ * one statement per table over all the pieces (each statement costs milliseconds to plan and start whatever it reads).
+ */
+function sourceSql(input: PiecesInput, table: Table, params: Params, withSpans: boolean, tokens: readonly TokenMetric[] = []): string {
+  const { ctx } = input
+  const ctes = ctesSql(params, ctx.starts, withSpans ? ctx.spans : [])
+  const { conds } = dimFilter(ctx.filter, params)!
+  const p = params.add(ctx.project_id)
+  const q: PieceSql = { input, table, params, p, conds, withs: [], tokens }
+  const parts = input.pieces.map((piece) => `SELECT * FROM (${pieceRowsSql(piece, q)})`)
+  return `${ctes}${q.withs.map((w) => `, ${w}`).join('')}, src AS (${parts.join(' UNION ALL BY NAME ')})`
+}
+
+/** Calls, errors and latency aggregates per bucket. */
+export function callsStatement(input: PiecesInput): Statement {
+  const params = new Params()
+  const sql = `${sourceSql(input, 'calls', params, false)}
+        SELECT bucket, sum(n)::BIGINT AS n, sum(err)::BIGINT AS err, sum(lat_sum)::BIGINT AS lat_sum, sum(lat_n)::BIGINT AS lat_n,
+          min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty FROM src GROUP BY bucket`
+  return { sql, params }
+}
+
+/** Latency histogram bins per bucket. */
+export function latencyStatement(input: PiecesInput): Statement {
+  const params = new Params()
+  return { sql: `${sourceSql(input, 'latency', params, false)} SELECT bucket, k, sum(n)::BIGINT AS n FROM src GROUP BY bucket, k`, params }
+}
+
+/** Token and cost aggregates per bucket and model. */
+export function usageStatement(input: PiecesInput): Statement {
+  const params = new Params()
+  const cost = (name: string, tokens: string, price: string) =>
+    `sum(${tokens}_sum * ${price}) AS ${name}_sum, sum(CASE WHEN ${price} IS NOT NULL THEN ${tokens}_n END)::BIGINT AS ${name}_n, min(${tokens}_min * ${price}) AS ${name}_min, max(${tokens}_max * ${price}) AS ${name}_max`
+  // Only the metrics asked for (costs need the input and output tokens): a shorter query to plan and run.
+  const asked = new Set(input.ctx.usageCols.map((c) => c.metric))
+  const costs = ['input_cost', 'output_cost', 'total_cost'].some((m) => asked.has(m as UsageMetric))
+  const tokens = TOKEN_NAMES.filter((m) => asked.has(m) || (costs && (m === 'input_tokens' || m === 'output_tokens')))
+  const aggs = [
+    'sum(n)::BIGINT AS n',
+    ...tokens.map(
+      (m) =>
+        `sum(${m}_sum)::DOUBLE AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min)::DOUBLE AS ${m}_min, max(${m}_max)::DOUBLE AS ${m}_max`,
+    ),
+    ...(costs
+      ? [
+          cost('input_cost', 'input_tokens', 'pc'),
+          cost('output_cost', 'output_tokens', 'cc'),
+          'sum(input_tokens_sum * pc + output_tokens_sum * cc)::DOUBLE AS total_cost_sum, sum(CASE WHEN pc IS NOT NULL AND cc IS NOT NULL THEN n END)::BIGINT AS total_cost_n',
+        ]
+      : []),
+    'bool_or(dirty) AS dirty',
+  ]
+  // The price of a row is the one in effect at its time (an aggregated tier's rows: their slot's; no price changes inside one).
+  const sql = `${sourceSql(input, 'usage', params, costs, tokens)},
+        y AS (${costs ? `SELECT src.*, sp.pc, sp.cc FROM src LEFT JOIN sp ON sp.llm = src.model AND src.at >= sp.f AND src.at < sp.t` : 'SELECT * FROM src'})
+        SELECT bucket, model, ${aggs.join(', ')} FROM y GROUP BY bucket, model`
+  return { sql, params }
+}
+
+/** The number of live calls matching an answerable filter, from the rollups; null for a filter they do not hold. */
+export function countStatement(rollups: Pick<Rollups, 'fresh'>, project: string, filter: CallFilter | null | undefined): Statement | null {
+  const params = new Params()
+  const dims = dimFilter(filter, params)
+  if (dims === null) return null
+  const conds = dims.conds
+  const p = params.add(project)
+  const fresh = rollups.fresh('calls', dims.tier, p)
+  const where = conds.length ? ` WHERE ${conds.join(' AND ')}` : ''
+  const sql = `SELECT coalesce(sum(n), 0)::BIGINT AS n FROM (SELECT * FROM ${tableName('calls', dims.tier)} WHERE project_id = ${p}${fresh ? ` UNION ALL ${fresh}` : ''})${where}`
+  return { sql, params }
+}
