@@ -1,7 +1,7 @@
 import { listValue } from '@duckdb/node-api'
 import { DomainError } from '../core/errors.js'
 import { Params } from '../query/expr.js'
-import type { CallFilter, QueryOptions } from '../calls/model.js'
+import { USAGE_FIELDS, type CallFilter, type QueryOptions } from '../calls/model.js'
 import { rangeOf } from '../calls/read/filter.js'
 import type { CallSource } from '../calls/source.js'
 import { callCost, selectPrice, type PriceRow, type Prices } from '../catalog/prices.js'
@@ -171,17 +171,7 @@ export class UsageRollup {
   ): Promise<Fetched[]> {
     const params = new Params()
     const rel = this.store.relation(project, { filter, query }, params, { only: ['parent_id', 'started_at', 'ended_at', 'usage'] })
-    const fields = [
-      'model',
-      'requests',
-      'prompt_tokens',
-      'input_tokens',
-      'completion_tokens',
-      'output_tokens',
-      'total_tokens',
-      'cache_read_input_tokens',
-      'cache_creation_input_tokens',
-    ]
+    const fields = ['model', ...USAGE_FIELDS]
     const id = ids === null ? 'k.id' : `CASE WHEN list_contains(${params.add(listValue(ids))}, k.id) THEN k.id END`
     const rows = await this.store.rows(
       `WITH k AS MATERIALIZED (SELECT (row_number() OVER ()) - 1 AS idx, * FROM (
