@@ -57,6 +57,7 @@ export const USAGE_FIELDS = [
 ] as const
 export type UsageRow = { model: string } & Partial<Record<(typeof USAGE_FIELDS)[number], number | null>>
 
+/** A part as a DuckDB row: the tail table's and the segments' columns. */
 export const PART_COLUMNS = `
   seq BIGINT NOT NULL, kind VARCHAR NOT NULL, project_id VARCHAR NOT NULL, id VARCHAR NOT NULL,
   trace_id VARCHAR, parent_id VARCHAR, thread_id VARCHAR, turn_id VARCHAR, op_name VARCHAR, display_name VARCHAR,
@@ -66,6 +67,7 @@ export const PART_COLUMNS = `
   input_refs VARCHAR[], output_refs VARCHAR[],
   usage STRUCT(model VARCHAR, ${USAGE_FIELDS.map((f) => `${f} BIGINT`).join(', ')})[]`
 
+/** An encoded part's fields (see encodeParts), by type: text, microseconds, integers. */
 export const STRING_FIELDS = [
   'kind',
   'project_id',
