@@ -16,6 +16,8 @@ import { callRoutes } from './api/calls.js'
 import { otelRoutes } from './api/otel.js'
 import { objectRoutes } from './api/objects.js'
 import { ObjectStore } from './catalog/objects.js'
+import { tableRoutes } from './api/tables.js'
+import { TableStore } from './catalog/tables.js'
 import { CallStore } from './calls/store.js'
 import { IngestPool } from './calls/ingest/pool.js'
 import { attachAnalytics, type Analytics } from './stats/analytics.js'
@@ -125,6 +127,7 @@ async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Prom
   app.add(statsRoutes(analytics.stats, analytics.usage, analytics.prices))
   app.add(otelRoutes(calls, ingest, config.maxBodyBytes))
   app.add(objectRoutes(new ObjectStore(catalog), config.maxBodyBytes))
+  app.add(tableRoutes(new TableStore(catalog)))
   models.push(...(await startModels(config, log)))
   if (models.length)
     app.add(chatRoutes({ models, priorityScheduling: config.schedulingPolicy === 'priority', recorder: callsRecorder(calls) }))

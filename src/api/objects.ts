@@ -1,6 +1,7 @@
 import busboy from 'busboy'
 import { canAccess } from '../core/principal.js'
 import { DomainError } from '../core/errors.js'
+import { NumDeletedSchema } from '../schemas/common.js'
 import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
 import type { ObjectStore } from '../catalog/objects.js'
 import {
@@ -9,7 +10,13 @@ import {
   ObjCreateReqSchema,
   ObjCreateResSchema,
   ObjReadReqSchema,
+  ObjQueryReqSchema,
+  ObjQueryResSchema,
+  ObjDeleteReqSchema,
+  MAX_DELETE_DIGESTS,
   type FileContentReq,
+  type ObjQueryReq,
+  type ObjDeleteReq,
   type ObjCreateReq,
   type ObjReadReq,
 } from '../schemas/objects.js'
@@ -74,6 +81,22 @@ function readObject(objects: ObjectStore) {
   }
 }
 
+function queryObjects(objects: ObjectStore) {
+  return async (ctx: Ctx<ObjQueryReq>): Promise<Reply> => ({ body: { objs: await objects.query(ctx.body) } })
+}
+
+function deleteObject(objects: ObjectStore) {
+  return async (ctx: Ctx<ObjDeleteReq>): Promise<Reply> => {
+    const b = ctx.body
+    if (b.digests && b.digests.length > MAX_DELETE_DIGESTS)
+      throw new DomainError(
+        400,
+        `Object delete request contains ${b.digests.length} objects. Please delete ${MAX_DELETE_DIGESTS} or fewer objects at a time.`,
+      )
+    return { body: { num_deleted: await objects.delete(b.project_id, b.object_id, b.digests) } }
+  }
+}
+
 /** The project is a form field, so the entity check happens here rather than in the route's `project`. */
 function createFile(objects: ObjectStore, maxBodyBytes: number) {
   return async (ctx: Ctx): Promise<Reply> => {
@@ -99,9 +122,14 @@ function readFile(objects: ObjectStore) {
   }
 }
 
+const common = { family: 'trace' as const, auth: 'key' as const, tags: ['Objects'] }
+
 /** The object endpoints the Weave SDKs need to save ops and objects (docs/objects.md). */
 export function objectRoutes(objects: ObjectStore, maxBodyBytes: number): RouteDef[] {
-  const common = { family: 'trace' as const, auth: 'key' as const, tags: ['Objects'] }
+  return [...versionRoutes(objects), ...fileRoutes(objects, maxBodyBytes)]
+}
+
+function versionRoutes(objects: ObjectStore): RouteDef[] {
   return [
     route({
       ...common,
@@ -122,6 +150,31 @@ export function objectRoutes(objects: ObjectStore, maxBodyBytes: number): RouteD
       project: bodyProject,
       handler: readObject(objects),
     }),
+    route({
+      ...common,
+      method: 'POST',
+      path: '/objs/query',
+      summary: 'Query object versions',
+      body: ObjQueryReqSchema,
+      response: { description: 'Object versions', schema: ObjQueryResSchema },
+      project: bodyProject,
+      handler: queryObjects(objects),
+    }),
+    route({
+      ...common,
+      method: 'POST',
+      path: '/obj/delete',
+      summary: 'Soft-delete versions of an object (no digests: all of them)',
+      body: ObjDeleteReqSchema,
+      response: { description: 'How many versions were deleted', schema: NumDeletedSchema },
+      project: bodyProject,
+      handler: deleteObject(objects),
+    }),
+  ]
+}
+
+function fileRoutes(objects: ObjectStore, maxBodyBytes: number): RouteDef[] {
+  return [
     route({
       ...common,
       method: 'POST',

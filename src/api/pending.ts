@@ -1,7 +1,6 @@
 import { DomainError } from '../core/errors.js'
-import { bodyProject, pathProject, route, type Ctx, type RouteDef } from './route.js'
+import { pathProject, route, type Ctx, type RouteDef } from './route.js'
 import { NumDeletedSchema } from '../schemas/common.js'
-import { ObjQueryReqSchema, ObjQueryResSchema } from '../schemas/objects.js'
 import {
   DatasetCreateReqSchema,
   DatasetCreateResSchema,
@@ -21,7 +20,7 @@ function unknownInference(ctx: Ctx): never {
   )
 }
 
-const OBJECTS = 'objects and the /v2 project API'
+const OBJECTS = 'the /v2 project API'
 const CHAT = 'chat completions (this server was started without a model: --model none)'
 
 /** `/inference/v1/X` is served as `/v1/X` (http/app.ts); these catch-alls answer the sub-paths no /v1 route has. */
@@ -41,21 +40,11 @@ function inferencePrefixRoutes(): RouteDef[] {
   ]
 }
 
-/** POST /objs/query and the /v2 project API: contracts only, until objects land. */
+/** The /v2 project API: contracts only, until it lands. */
 function pendingObjectRoutes(): RouteDef[] {
   const v2 = '/v2/{entity}/{project}'
   const later = { family: 'trace' as const, auth: 'key' as const, project: pathProject, pending: OBJECTS }
   return [
-    route({
-      ...later,
-      method: 'POST',
-      path: '/objs/query',
-      tags: ['Objects'],
-      summary: 'Query object versions',
-      body: ObjQueryReqSchema,
-      response: { description: 'Object versions', schema: ObjQueryResSchema },
-      project: bodyProject,
-    }),
     route({
       ...later,
       method: 'POST',

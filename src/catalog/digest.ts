@@ -65,3 +65,8 @@ export function pythonJsonDumps(v: unknown): string {
 export function valueDigest(v: unknown): string {
   return digestBytes(pythonJsonDumps(v))
 }
+
+/** A table's digest: hex SHA-256 of its row digests concatenated in order (not the base64 form). */
+export function tableDigest(rowDigests: readonly string[]): string {
+  return createHash('sha256').update(rowDigests.join('')).digest('hex')
+}

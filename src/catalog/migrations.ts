@@ -79,4 +79,25 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 4,
+    name: 'tables',
+    statements: [
+      // Rows are content-addressed and shared between tables: a table re-saved with one row changed stores one row.
+      `CREATE TABLE table_rows (
+        project_id VARCHAR NOT NULL,
+        digest VARCHAR NOT NULL,
+        val_dump VARCHAR NOT NULL,
+        PRIMARY KEY (project_id, digest)
+      )`,
+      `CREATE TABLE tables (
+        project_id VARCHAR NOT NULL,
+        digest VARCHAR NOT NULL,
+        -- In order, duplicates kept.
+        row_digests VARCHAR[] NOT NULL,
+        created_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (project_id, digest)
+      )`,
+    ],
+  },
 ]

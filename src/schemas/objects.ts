@@ -102,6 +102,24 @@ export const ObjReadReqSchema = Type.Object(
 )
 export type ObjReadReq = Static<typeof ObjReadReqSchema>
 
+/** How many digests one `/obj/delete` may name (Weave's limit; more is a 400, as Weave answers). */
+export const MAX_DELETE_DIGESTS = 100
+
+/** POST /obj/delete */
+export const ObjDeleteReqSchema = Type.Object(
+  {
+    project_id: ProjectIdSchema,
+    object_id: Type.String({ minLength: 1, maxLength: 1024 }),
+    digests: Type.Optional(
+      Nullable(Type.Array(Type.String({ minLength: 1, maxLength: 128 })), {
+        description: `Content digests, "latest" or "v<N>", at most ${MAX_DELETE_DIGESTS}; absent or null: every version`,
+      }),
+    ),
+  },
+  { additionalProperties: false, description: 'Soft-delete object versions' },
+)
+export type ObjDeleteReq = Static<typeof ObjDeleteReqSchema>
+
 /** POST /file/create answers with the digest (its body is multipart, not described here). */
 export const FileCreateResSchema = Type.Object({ digest: Type.String() })
 export type FileCreateRes = Static<typeof FileCreateResSchema>

@@ -1,0 +1,147 @@
+import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
+import type { TableStore } from '../catalog/tables.js'
+import {
+  TableCreateFromDigestsReqSchema,
+  TableCreateFromDigestsResSchema,
+  TableCreateReqSchema,
+  TableCreateResSchema,
+  TableQueryReqSchema,
+  TableQueryResSchema,
+  TableQueryStatsBatchReqSchema,
+  TableQueryStatsBatchResSchema,
+  TableQueryStatsReqSchema,
+  TableQueryStatsResSchema,
+  TableUpdateReqSchema,
+  TableUpdateResSchema,
+  type TableCreateFromDigestsReq,
+  type TableCreateReq,
+  type TableQueryReq,
+  type TableQueryStatsBatchReq,
+  type TableQueryStatsReq,
+  type TableUpdateReq,
+} from '../schemas/tables.js'
+
+function createTable(tables: TableStore) {
+  return async (ctx: Ctx<TableCreateReq>): Promise<Reply> => {
+    const t = ctx.body.table
+    return { body: await tables.create(t.project_id, t.rows, t.expected_digest) }
+  }
+}
+
+function updateTable(tables: TableStore) {
+  return async (ctx: Ctx<TableUpdateReq>): Promise<Reply> => ({
+    body: await tables.update(ctx.body.project_id, ctx.body.base_digest, ctx.body.updates),
+  })
+}
+
+function createFromDigests(tables: TableStore) {
+  return async (ctx: Ctx<TableCreateFromDigestsReq>): Promise<Reply> => ({
+    body: await tables.createFromDigests(ctx.body.project_id, ctx.body.row_digests, ctx.body.expected_digest),
+  })
+}
+
+function queryTable(tables: TableStore) {
+  return async (ctx: Ctx<TableQueryReq>): Promise<Reply> => ({ body: { rows: await tables.query(ctx.body.project_id, ctx.body) } })
+}
+
+function streamTable(tables: TableStore) {
+  return async (ctx: Ctx<TableQueryReq>): Promise<Reply> => {
+    const rows = await tables.query(ctx.body.project_id, ctx.body)
+    async function* lines() {
+      for (const r of rows) yield JSON.stringify(r) + '\n'
+    }
+    return { contentType: 'application/jsonl', stream: lines() }
+  }
+}
+
+function tableStats(tables: TableStore) {
+  return async (ctx: Ctx<TableQueryStatsReq>): Promise<Reply> => {
+    const withSize = ctx.body.include_storage_size === true
+    const [row] = await tables.stats(ctx.body.project_id, [ctx.body.digest], withSize)
+    // An unknown table has no rows, as /table/query answers none.
+    const { digest: _digest, ...stats } = row ?? { digest: '', count: 0, ...(withSize ? { storage_size_bytes: 0 } : {}) }
+    return { body: stats }
+  }
+}
+
+function tableStatsBatch(tables: TableStore) {
+  return async (ctx: Ctx<TableQueryStatsBatchReq>): Promise<Reply> => ({
+    body: { tables: await tables.stats(ctx.body.project_id, ctx.body.digests ?? [], ctx.body.include_storage_size === true) },
+  })
+}
+
+const common = { family: 'trace' as const, auth: 'key' as const, tags: ['Tables'], method: 'POST' as const }
+/** The project is the body's project_id (every route but /table/create). */
+const projectInBody = { ...common, project: bodyProject }
+
+function writeRoutes(tables: TableStore): RouteDef[] {
+  return [
+    route({
+      ...common,
+      path: '/table/create',
+      summary: 'Create a table from rows (same rows in the same order, same digest)',
+      body: TableCreateReqSchema,
+      response: { description: 'The table digest and the row digests', schema: TableCreateResSchema },
+      project: (ctx) => ctx.body.table.project_id,
+      handler: createTable(tables),
+    }),
+    route({
+      ...projectInBody,
+      path: '/table/update',
+      summary: 'A new table from a stored one by append, pop and insert updates, in order',
+      body: TableUpdateReqSchema,
+      response: { description: 'The new table digest and the row each update touched', schema: TableUpdateResSchema },
+      handler: updateTable(tables),
+    }),
+    route({
+      ...projectInBody,
+      path: '/table/create_from_digests',
+      summary: 'Create a table from rows already stored, by digest',
+      body: TableCreateFromDigestsReqSchema,
+      response: { description: 'The table digest', schema: TableCreateFromDigestsResSchema },
+      handler: createFromDigests(tables),
+    }),
+  ]
+}
+
+function readRoutes(tables: TableStore): RouteDef[] {
+  return [
+    route({
+      ...projectInBody,
+      path: '/table/query',
+      summary: 'Read rows of a table: filtered by digest, sorted by dot paths, paged',
+      body: TableQueryReqSchema,
+      response: { description: 'Rows, each with its position in the table', schema: TableQueryResSchema },
+      handler: queryTable(tables),
+    }),
+    route({
+      ...projectInBody,
+      path: '/table/query_stream',
+      summary: 'As /table/query, one row per line',
+      body: TableQueryReqSchema,
+      response: { description: 'JSON lines of rows', contentType: 'application/jsonl' },
+      handler: streamTable(tables),
+    }),
+    route({
+      ...projectInBody,
+      path: '/table/query_stats',
+      summary: 'Row count of a table',
+      body: TableQueryStatsReqSchema,
+      response: { description: 'Row count', schema: TableQueryStatsResSchema },
+      handler: tableStats(tables),
+    }),
+    route({
+      ...projectInBody,
+      path: '/table/query_stats_batch',
+      summary: 'Row counts of several tables',
+      body: TableQueryStatsBatchReqSchema,
+      response: { description: 'One entry per stored table named', schema: TableQueryStatsBatchResSchema },
+      handler: tableStatsBatch(tables),
+    }),
+  ]
+}
+
+/** The table endpoints the Weave SDKs need to save and read datasets (docs/tables.md). */
+export function tableRoutes(tables: TableStore): RouteDef[] {
+  return [...writeRoutes(tables), ...readRoutes(tables)]
+}
