@@ -18,6 +18,10 @@ import { objectRoutes } from './api/objects.js'
 import { ObjectStore } from './catalog/objects.js'
 import { tableRoutes } from './api/tables.js'
 import { TableStore } from './catalog/tables.js'
+import { feedbackRoutes } from './api/feedback.js'
+import { FeedbackStore } from './catalog/feedback.js'
+import { refRoutes } from './api/refs.js'
+import { RefResolver } from './catalog/refs.js'
 import { CallStore } from './calls/store.js'
 import { IngestPool } from './calls/ingest/pool.js'
 import { attachAnalytics, type Analytics } from './stats/analytics.js'
@@ -128,6 +132,8 @@ async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Prom
   app.add(otelRoutes(calls, ingest, config.maxBodyBytes))
   app.add(objectRoutes(new ObjectStore(catalog), config.maxBodyBytes))
   app.add(tableRoutes(new TableStore(catalog)))
+  app.add(feedbackRoutes(new FeedbackStore(catalog)))
+  app.add(refRoutes(new RefResolver(new ObjectStore(catalog), new TableStore(catalog))))
   models.push(...(await startModels(config, log)))
   if (models.length)
     app.add(chatRoutes({ models, priorityScheduling: config.schedulingPolicy === 'priority', recorder: callsRecorder(calls) }))

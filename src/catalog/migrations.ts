@@ -100,4 +100,26 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 5,
+    name: 'feedback',
+    statements: [
+      // Feedback on calls and objects (docs/feedback.md); the payload is kept as the JSON text.
+      `CREATE TABLE feedback (
+        project_id VARCHAR NOT NULL,
+        id VARCHAR NOT NULL,
+        weave_ref VARCHAR NOT NULL,
+        wb_user_id VARCHAR NOT NULL,
+        creator VARCHAR,
+        created_at TIMESTAMP NOT NULL,
+        feedback_type VARCHAR NOT NULL,
+        payload_dump VARCHAR NOT NULL,
+        annotation_ref VARCHAR,
+        runnable_ref VARCHAR,
+        call_ref VARCHAR,
+        trigger_ref VARCHAR,
+        PRIMARY KEY (project_id, id)
+      )`,
+    ],
+  },
 ]

@@ -187,9 +187,9 @@ function evaluate(e: unknown, row: Record<string, unknown>): unknown {
   }
 }
 
-/** Ids named by a purge query: `$eq` on id, `$in` on id, or an `$or` of such `$eq`s (docs/statistics.md). */
-function purgeIds(q: unknown): string[] {
-  const fail = () => new DomainError(400, 'Can only purge costs by specifying one or more cost ids')
+/** Ids named by a purge query: `$eq` on id, `$in` on id, or an `$or` of such `$eq`s (docs/statistics.md); feedback purges the same way. */
+export function purgeIds(q: unknown, what = 'costs', idName = 'cost'): string[] {
+  const fail = () => new DomainError(400, `Can only purge ${what} by specifying one or more ${idName} ids`)
   const e = (q as { $expr?: Expr } | null)?.$expr
   const idOf = (x: unknown) => {
     if ((x as Expr)?.$getField !== 'id') throw fail()

@@ -1,0 +1,98 @@
+import { randomUUID } from 'node:crypto'
+import type { Catalog, Tx } from './db.js'
+import { checkFeedback } from './feedback-rules.js'
+import { compileExpr, fieldSql, FEEDBACK_COLUMNS, Params } from './feedback-query.js'
+import { purgeIds } from './prices.js'
+import { DomainError } from '../core/errors.js'
+import type { FeedbackCreateReq, FeedbackCreateRes, FeedbackQueryReq } from '../schemas/feedback.js'
+
+interface Checked {
+  req: FeedbackCreateReq
+  id: string
+  payload: Record<string, unknown>
+}
+
+async function insert(tx: Tx, c: Checked, userId: string, now: number): Promise<void> {
+  const r = c.req
+  const [dup] = await tx.all('SELECT 1 FROM feedback WHERE project_id = $1 AND id = $2', [r.project_id, c.id])
+  if (dup) throw new DomainError(409, `Feedback ${c.id} already exists`)
+  await tx.run(`INSERT INTO feedback VALUES ($1, $2, $3, $4, $5, make_timestamp($6::BIGINT * 1000), $7, $8, $9, $10, $11, $12)`, [
+    r.project_id,
+    c.id,
+    r.weave_ref,
+    userId,
+    r.creator ?? null,
+    now,
+    r.feedback_type,
+    JSON.stringify(c.payload),
+    r.annotation_ref ?? null,
+    r.runnable_ref ?? null,
+    r.call_ref ?? null,
+    r.trigger_ref ?? null,
+  ])
+}
+
+/** Every value the query names, in select order; the payload column parsed back to JSON. */
+function toRow(r: Record<string, unknown>): Record<string, unknown> {
+  return 'payload' in r && typeof r.payload === 'string' ? { ...r, payload: JSON.parse(r.payload) } : r
+}
+
+/** Feedback (docs/feedback.md): rows about a call or object, checked by Weave's type rules before they are stored. */
+export class FeedbackStore {
+  constructor(private readonly catalog: Catalog) {}
+
+  /** Checks every row first, then stores them all in one transaction: one bad row stores none. */
+  async create(reqs: FeedbackCreateReq[], userId: string, replacing?: { project: string; id: string }): Promise<FeedbackCreateRes[]> {
+    const checked: Checked[] = reqs.map((req) => ({ req, id: req.id ?? randomUUID(), payload: checkFeedback(req) }))
+    const now = Date.now()
+    await this.catalog.transaction(async (tx) => {
+      if (replacing) await this.remove(tx, replacing.project, [replacing.id], true)
+      for (const c of checked) await insert(tx, c, userId, now)
+    })
+    const created_at = new Date(now).toISOString()
+    return checked.map((c) => ({ id: c.id, created_at, wb_user_id: userId, payload: c.payload }))
+  }
+
+  /** The rows the query matches (sorted, paged, with the fields asked for) and how many match in all. */
+  async query(q: FeedbackQueryReq): Promise<{ result: Record<string, unknown>[]; total_count: number }> {
+    const params = new Params()
+    params.add(q.project_id)
+    // The condition's parameters come first, so the count reuses them alone.
+    const where = `project_id = $1` + (q.query ? ` AND coalesce(${compileExpr(q.query.$expr, params)}, false)` : '')
+    const countParams = [...params.values]
+    const fields = q.fields?.length ? q.fields : Object.keys(FEEDBACK_COLUMNS)
+    const select = fields.map((f) => `${fieldSql(f, params)} AS "${f}"`).join(', ')
+    const order = (q.sort_by ?? []).map((s) => `${fieldSql(s.field, params)} ${s.direction === 'desc' ? 'DESC' : 'ASC'} NULLS LAST`)
+    let sql = `SELECT ${select} FROM feedback WHERE ${where} ORDER BY ${[...order, 'created_at ASC', 'id ASC'].join(', ')}`
+    if (q.limit !== undefined && q.limit !== null) sql += ` LIMIT ${params.add(q.limit)}`
+    if (q.offset) sql += ` OFFSET ${params.add(q.offset)}`
+    const rows = await this.catalog.all<Record<string, unknown>>(sql, params.values)
+    const [n] = await this.catalog.all<{ n: bigint }>(`SELECT count(*) AS n FROM feedback WHERE ${where}`, countParams)
+    return { result: rows.map(toRow), total_count: Number(n?.n ?? 0) }
+  }
+
+  /** Deletes the rows a purge query names by id (Weave accepts no other purge). */
+  async purge(project: string, query: unknown): Promise<void> {
+    const ids = purgeIds(query, 'feedback', 'feedback')
+    if (ids.length) await this.catalog.transaction((tx) => this.remove(tx, project, ids, false))
+  }
+
+  /** Replaces a row: deletes it and creates a new one (a new id) in one transaction. */
+  async replace(project: string, feedbackId: string, req: FeedbackCreateReq, userId: string): Promise<FeedbackCreateRes> {
+    if (req.id === feedbackId) throw new DomainError(400, 'A replacement gets a new id; id must differ from feedback_id')
+    const [res] = await this.create([req], userId, { project, id: feedbackId })
+    return res!
+  }
+
+  private async remove(tx: Tx, project: string, ids: string[], mustExist: boolean): Promise<void> {
+    const list = `from_json($2::JSON, '["VARCHAR"]')`
+    if (mustExist) {
+      const [found] = await tx.all('SELECT 1 FROM feedback WHERE project_id = $1 AND list_contains(' + list + ', id)', [
+        project,
+        JSON.stringify(ids),
+      ])
+      if (!found) throw new DomainError(404, `Feedback ${ids[0]} not found`)
+    }
+    await tx.run(`DELETE FROM feedback WHERE project_id = $1 AND list_contains(${list}, id)`, [project, JSON.stringify(ids)])
+  }
+}
