@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { startServer, type TestServer } from './helpers/server.js'
+import { postJson, startServer, type TestServer } from './helpers/server.js'
 
 let s: TestServer
 t.before(async () => {
@@ -11,20 +11,9 @@ t.teardown(async () => {
 
 const P = 'acme/fb'
 const CALL = `weave:///${P}/call/0192aaaa-0000-7000-8000-000000000001`
-async function post(p: string, body: unknown, headers = s.basic()): Promise<{ status: number; json: any }> {
-  const r = await fetch(s.url + p, {
-    method: 'POST',
-    headers: { ...headers, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
-  const text = await r.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {
-    json = undefined
-  }
-  return { status: r.status, json }
+const post = async (p: string, body: unknown, headers = s.basic()) => {
+  const { status, json } = await postJson(s, p, body, headers)
+  return { status, json }
 }
 const create = (body: Record<string, unknown>) => post('/feedback/create', { project_id: P, weave_ref: CALL, ...body })
 const all = async () => (await post('/feedback/query', { project_id: P })).json

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { startServer, type TestServer } from './helpers/server.js'
+import { postJson, startServer, type TestServer } from './helpers/server.js'
 
 // Ports the cases of Weave's object query and delete tests (10 objects × 10 versions, each filter and
 // sort, limit/offset, latest_only; deletes by digest, alias and all). Expected values come from what
@@ -12,12 +12,8 @@ t.before(async () => {
 t.teardown(() => s.stop())
 
 const post = async (path: string, body: unknown, key?: string) => {
-  const r = await fetch(s.url + path, {
-    method: 'POST',
-    headers: { ...s.basic(key), 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
-  return { status: r.status, json: (await r.json()) as any }
+  const { status, json } = await postJson(s, path, body, s.basic(key))
+  return { status, json }
 }
 
 interface Made {

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { startServer, type TestServer } from './helpers/server.js'
+import { postJson, startServer, type TestServer } from './helpers/server.js'
 
 let s: TestServer
 t.before(async () => {
@@ -9,12 +9,8 @@ t.teardown(() => s.stop())
 
 const P = 'acme/refs'
 const post = async (path: string, body: unknown, key?: string) => {
-  const r = await fetch(s.url + path, {
-    method: 'POST',
-    headers: { ...s.basic(key), 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
-  return { status: r.status, json: (await r.json()) as any }
+  const { status, json } = await postJson(s, path, body, s.basic(key))
+  return { status, json }
 }
 const createObj = async (object_id: string, val: unknown, project = P): Promise<string> => {
   const r = await post('/obj/create', { obj: { project_id: project, object_id, val } })

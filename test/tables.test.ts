@@ -3,7 +3,7 @@ import { rm } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
 import { DuckDBInstance } from '@duckdb/node-api'
-import { startServer, tempDir, type TestServer } from './helpers/server.js'
+import { postJson, startServer, tempDir, type TestServer } from './helpers/server.js'
 
 // Weave's digests, written here from its description (not by calling the server's code):
 // row digest = base64url(sha256(json.dumps(row))) with '-'→'X', '_'→'Y', no padding, where json.dumps
@@ -50,21 +50,7 @@ t.teardown(async () => {
 })
 
 const P = 'acme/tables'
-async function post(p: string, body: unknown): Promise<{ status: number; json: any; text: string }> {
-  const r = await fetch(s.url + p, {
-    method: 'POST',
-    headers: { ...s.basic(), 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
-  const text = await r.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {
-    json = undefined
-  }
-  return { status: r.status, json, text }
-}
+const post = (p: string, body: unknown) => postJson(s, p, body)
 const query = async (body: Record<string, unknown>) => (await post('/table/query', { project_id: P, ...body })).json.rows as any[]
 
 t.test('the independent digest agrees with a CPython vector', async (t) => {

@@ -98,11 +98,11 @@ export async function startServer(
   }
 }
 
-/** POSTs JSON with the server's admin key; the body parsed when it is JSON, the headers kept. */
-export async function postJson(s: TestServer, path: string, body: unknown) {
+/** POSTs JSON (with the server's admin key unless other auth headers are given); the body parsed when it is JSON, the headers kept. */
+export async function postJson(s: TestServer, path: string, body: unknown, auth: Record<string, string> = s.basic()) {
   const res = await fetch(s.url + path, {
     method: 'POST',
-    headers: { ...s.basic(), 'content-type': 'application/json' },
+    headers: { ...auth, 'content-type': 'application/json' },
     body: JSON.stringify(body),
   })
   const text = await res.text()
