@@ -75,7 +75,6 @@ async function main(): Promise<void> {
       root: ROOT_DIR,
       dataDir: path.join(dir, 'data'),
       key: KEY,
-      cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','),
       env: {
         WEFT_ACCESS_LOG: 'false',
         WEFT_MODEL: modelDir,

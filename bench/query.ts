@@ -72,7 +72,6 @@ async function main(): Promise<void> {
       root: ROOT_DIR,
       dataDir: dir,
       key: KEY,
-      cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','),
       env: { WEFT_ACCESS_LOG: 'false' },
     })
     const auth = 'Basic ' + Buffer.from('api:' + KEY).toString('base64')

@@ -167,7 +167,6 @@ async function main(): Promise<void> {
       root: ROOT_DIR,
       dataDir: dir,
       key: KEY,
-      cpus: Array.from({ length: os.cpus().length }, (_, i) => i).join(','),
       env: { WEFT_ACCESS_LOG: 'false' },
     })
     const auth = { authorization: 'Basic ' + Buffer.from('api:' + KEY).toString('base64'), 'content-type': 'application/json' }

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import net from 'node:net'
+import os from 'node:os'
 import path from 'node:path'
 
 /** A port nothing listens on right now, for a server the bench starts. */
@@ -33,22 +34,23 @@ export interface BenchServer {
 }
 
 /**
- * Starts `weft serve` from dist on a free port, pinned to `cpus` (taskset), and waits until it answers.
+ * Starts `weft serve` from dist on a free port, pinned to `cpus` (taskset; default: every CPU), and waits until it answers.
  * WEFT_BENCH_NODE_ARGS adds node flags (e.g. --cpu-prof).
  */
 export async function startWeft(opts: {
   root: string
   dataDir: string
   key: string
-  cpus: string
+  cpus?: string
   env?: Record<string, string>
 }): Promise<BenchServer> {
+  const cpus = opts.cpus ?? Array.from({ length: os.cpus().length }, (_, i) => i).join(',')
   const port = await freePort()
   const nodeArgs = (process.env.WEFT_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)
   const main = path.join(opts.root, 'dist', 'src', 'main.js')
   const proc = spawn(
     'taskset',
-    ['-c', opts.cpus, process.execPath, ...nodeArgs, main, 'serve', '--port', String(port), '--data-dir', opts.dataDir],
+    ['-c', cpus, process.execPath, ...nodeArgs, main, 'serve', '--port', String(port), '--data-dir', opts.dataDir],
     {
       env: { ...process.env, WEFT_API_KEY: opts.key, ...opts.env },
       stdio: ['ignore', 'ignore', 'inherit'],

@@ -56,29 +56,21 @@ export interface TokenLogprob {
   top_logprobs: { token: string; logprob: number; bytes: number[] | null }[]
 }
 
+/** New text of one choice: the tokens decoded since the last event. */
+export interface ChoiceDelta {
+  id: string
+  choice: number
+  text: string
+  tokenIds: number[]
+  logprobs: TokenLogprob[] | null
+  completionTokens: number
+}
+
 export type WorkerEvent =
   | { type: 'ready'; model: ModelInfo }
   | { type: 'accepted'; id: string; promptTokens: number; promptIds: number[]; queuedMs: number }
-  | {
-      type: 'delta'
-      id: string
-      choice: number
-      text: string
-      tokenIds: number[]
-      logprobs: TokenLogprob[] | null
-      completionTokens: number
-    }
-  | {
-      type: 'finish'
-      id: string
-      choice: number
-      text: string
-      tokenIds: number[]
-      logprobs: TokenLogprob[] | null
-      completionTokens: number
-      finishReason: 'stop' | 'length' | 'abort'
-      stopReason: string | number | null
-    }
+  | ({ type: 'delta' } & ChoiceDelta)
+  | ({ type: 'finish'; finishReason: 'stop' | 'length' | 'abort'; stopReason: string | number | null } & ChoiceDelta)
   | { type: 'done'; id: string; promptTokens: number; completionTokens: number; promptLogprobs: PromptLogprobs | null; timings: Timings }
   | { type: 'error'; id: string; status: number; message: string; param?: string | null }
   | { type: 'reply'; id: string; result?: unknown; error?: { status: number; message: string } }
