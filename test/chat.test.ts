@@ -280,6 +280,33 @@ t.test('a client that goes away mid-stream cancels its sequence; the server keep
   )
 })
 
+t.test('a non-streamed completion whose client goes away is recorded as failed, not as a reply with missing choices', async (t) => {
+  const project = 'acme/chat-gone-' + Math.random().toString(36).slice(2, 8)
+  const ac = new AbortController()
+  const gone = fetch(s.url + '/v1/chat/completions', {
+    method: 'POST',
+    headers: { ...s.bearer(), 'content-type': 'application/json', 'openai-project': project },
+    body: JSON.stringify({ messages, max_tokens: 3000, n: 2, stream: false, ignore_eos: true }),
+    signal: ac.signal,
+  }).catch((e: Error) => e)
+  await new Promise((r) => setTimeout(r, 300))
+  ac.abort()
+  t.type(await gone, Error, 'the client gave up before the reply')
+  let calls: any[] = []
+  for (let i = 0; i < 100 && calls.length === 0; i++) {
+    await new Promise((r) => setTimeout(r, 100))
+    const q = await fetch(s.url + '/calls/stream_query', {
+      method: 'POST',
+      headers: { ...s.bearer(), 'content-type': 'application/json' },
+      body: JSON.stringify({ project_id: project }),
+    })
+    const text = (await q.text()).trim()
+    calls = text ? text.split('\n').map((l) => JSON.parse(l)) : []
+  }
+  t.equal(calls.length, 1, 'the abandoned completion was recorded')
+  t.match(calls[0].exception, /disconnected/i, 'as failed')
+})
+
 t.test('each completion is recorded as a call in the caller project, and statistics see it', async (t) => {
   const headers = { ...s.bearer(), 'content-type': 'application/json' }
   const project = 'acme/chat-' + Math.random().toString(36).slice(2, 8)

@@ -26,7 +26,7 @@ function choiceOf(c: Completion, e: Finish): Record<string, unknown> {
 }
 
 interface Collected {
-  choices: Record<string, unknown>[]
+  choices: (Record<string, unknown> | undefined)[]
   usage: Usage
   timings: Record<string, number> | null
   promptLogprobs: unknown
@@ -34,7 +34,8 @@ interface Collected {
 
 /** Every event of a non-streamed completion, folded into its choices and usage; an engine error is recorded and thrown. */
 async function collect(c: Completion): Promise<Collected> {
-  const choices: Record<string, unknown>[] = new Array(c.n)
+  // Filled, not sparse: `.some()` skips holes, so a choice that never finished would go unnoticed.
+  const choices: (Record<string, unknown> | undefined)[] = Array.from({ length: c.n }, () => undefined)
   const promptTokens = c.accepted.promptTokens
   let usage = { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens }
   let timings: Record<string, number> | null = null
@@ -63,12 +64,14 @@ export async function completionReply(c: Completion): Promise<Reply> {
   const { choices, usage, timings, promptLogprobs } = await collect(c)
   const complete = !choices.some((ch) => ch === undefined) && choices.length === c.n
   await c.record({
-    choices: choices.filter(Boolean).map((ch) => ({
-      index: ch.index as number,
-      message: ch.message as { role: string; content: string },
-      finish_reason: ch.finish_reason as string,
-      stop_reason: ch.stop_reason as string | number | null,
-    })),
+    choices: choices
+      .filter((ch) => ch !== undefined)
+      .map((ch) => ({
+        index: ch.index as number,
+        message: ch.message as { role: string; content: string },
+        finish_reason: ch.finish_reason as string,
+        stop_reason: ch.stop_reason as string | number | null,
+      })),
     usage,
     timings,
     error: complete ? null : 'Client disconnected',
