@@ -12,7 +12,7 @@ import { VERSION } from './core/version.js'
 const USAGE = `weft ${VERSION}
 
 Usage:
-  weft serve [--host H] [--port P] [--data-dir D] [--api-key K] [--max-body-bytes N]
+  weft serve [--host H] [--port P] [--data-dir D] [--api-key K] [--max-body-bytes N] [--max-file-bytes N]
              [--cors-origins a,b] [--trusted-proxies ip,ip] [--geo-deny CC,CC]
              [--log-level L] [--access-log true|false] [--shutdown-grace-ms N]
              [--calls-flush-rows N] [--calls-flush-interval-ms N] [--query-timeout-ms N] [--max-query-rows N]
@@ -20,18 +20,19 @@ Usage:
              [--model DIR,DIR|none] [--served-model-name a,b] [--scheduling-policy fcfs|priority]
              [--max-num-seqs N] [--kv-cache-tokens N] [--max-waiting-requests N] [--prefill-chunk N]
              [--inference-backend auto|tensorflow|wasm|cpu] [--model-replicas N]
+             [--tool-call-parser hermes|llama3_json] [--reasoning-parser deepseek_r1|qwen3]
   weft keys create --user USER [--name NAME] [--entities e1,e2] [--admin] [--data-dir D]
   weft keys list [--data-dir D]
   weft keys revoke KEY_ID [--data-dir D]
   weft version
 
 Environment: WEFT_HOST (${DEFAULTS.host}), WEFT_PORT (${DEFAULTS.port}), WEFT_DATA_DIR (${DEFAULTS.dataDir}),
-WEFT_API_KEY, WEFT_MAX_BODY_BYTES, WEFT_CORS_ORIGINS, WEFT_TRUSTED_PROXIES, WEFT_GEO_DENY,
+WEFT_API_KEY, WEFT_MAX_BODY_BYTES, WEFT_MAX_FILE_BYTES, WEFT_CORS_ORIGINS, WEFT_TRUSTED_PROXIES, WEFT_GEO_DENY,
 WEFT_LOG_LEVEL, WEFT_ACCESS_LOG, WEFT_SHUTDOWN_GRACE_MS, WEFT_CALLS_FLUSH_ROWS,
 WEFT_CALLS_FLUSH_INTERVAL_MS, WEFT_QUERY_TIMEOUT_MS, WEFT_MAX_QUERY_ROWS, WEFT_INGEST_WORKERS,
 WEFT_INGEST_QUEUE, WEFT_PRICES, WEFT_MODEL, WEFT_SERVED_MODEL_NAME, WEFT_SCHEDULING_POLICY, WEFT_MAX_NUM_SEQS,
 WEFT_KV_CACHE_TOKENS, WEFT_MAX_WAITING_REQUESTS, WEFT_PREFILL_CHUNK, WEFT_INFERENCE_BACKEND,
-WEFT_MODEL_REPLICAS. Flags win over the environment; the README's configuration table has every default.
+WEFT_MODEL_REPLICAS, WEFT_TOOL_CALL_PARSER, WEFT_REASONING_PARSER. Flags win over the environment; the README's configuration table has every default.
 
 The first start (with no WEFT_API_KEY) creates an admin key, prints it once and keeps it in
 <data dir>/admin-key, readable only by its owner: KEY=$(cat data/admin-key). 'weft keys create' makes more.

@@ -15,7 +15,11 @@ import { specRoutes } from './api/pending.js'
 import { callRoutes } from './api/calls.js'
 import { otelRoutes } from './api/otel.js'
 import { objectRoutes } from './api/objects.js'
+import { v2ObjectRoutes } from './api/v2/objects.js'
+import { v2RunRoutes } from './api/v2/runs.js'
 import { ObjectStore } from './catalog/objects.js'
+import { fileRoutes } from './api/files.js'
+import { FileStore } from './catalog/files.js'
 import { tableRoutes } from './api/tables.js'
 import { TableStore } from './catalog/tables.js'
 import { feedbackRoutes } from './api/feedback.js'
@@ -127,16 +131,37 @@ async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Prom
   const inference = async () =>
     Object.fromEntries(await Promise.all(models.map(async (m) => [m.info.name, { backend: m.info.backend, ...(await m.stats()) }])))
   app.add(adminRoutes({ keys, calls, ingest, inFlight: () => app.pending, rollups: analytics.rollups, inference }))
-  app.add(callRoutes({ store: calls, pool: ingest, maxQueryRows: config.maxQueryRows, prices: analytics.prices, stats: analytics.stats }))
+  app.add(
+    callRoutes({
+      store: calls,
+      pool: ingest,
+      maxQueryRows: config.maxQueryRows,
+      prices: analytics.prices,
+      stats: analytics.stats,
+      feedback: new FeedbackStore(catalog),
+      refs: new RefResolver(new ObjectStore(catalog), new TableStore(catalog)),
+    }),
+  )
   app.add(statsRoutes(analytics.stats, analytics.usage, analytics.prices))
   app.add(otelRoutes(calls, ingest, config.maxBodyBytes))
-  app.add(objectRoutes(new ObjectStore(catalog), config.maxBodyBytes))
+  app.add(objectRoutes(new ObjectStore(catalog)))
+  app.add(fileRoutes(await FileStore.open(catalog), config.maxFileBytes))
   app.add(tableRoutes(new TableStore(catalog)))
+  app.add(v2ObjectRoutes({ objects: new ObjectStore(catalog), tables: new TableStore(catalog) }))
+  app.add(v2RunRoutes({ calls, objects: new ObjectStore(catalog), feedback: new FeedbackStore(catalog) }))
   app.add(feedbackRoutes(new FeedbackStore(catalog)))
   app.add(refRoutes(new RefResolver(new ObjectStore(catalog), new TableStore(catalog))))
   models.push(...(await startModels(config, log)))
   if (models.length)
-    app.add(chatRoutes({ models, priorityScheduling: config.schedulingPolicy === 'priority', recorder: callsRecorder(calls) }))
+    app.add(
+      chatRoutes({
+        models,
+        priorityScheduling: config.schedulingPolicy === 'priority',
+        recorder: callsRecorder(calls),
+        toolCallParser: config.toolCallParser,
+        reasoningParser: config.reasoningParser,
+      }),
+    )
   app.add(specRoutes({ chat: models.length > 0 }))
   return analytics
 }

@@ -94,7 +94,17 @@ t.test('runnable feedback names its runnable; an op needs the call', async (t) =
   await refused(t, '/feedback/create', { ...base, runnable_ref: `weave:///${P}/op/other:abc123`, call_ref: scoreCall })
   const ann = { project_id: P, weave_ref: CALL, feedback_type: 'wandb.annotation.quality', payload: { value: 3 } }
   await refused(t, '/feedback/create', ann)
-  t.equal((await post('/feedback/create', { ...ann, annotation_ref: `weave:///${P}/object/quality:d1` })).status, 200)
+  t.equal((await post('/feedback/create', { ...ann, annotation_ref: `weave:///${P}/object/quality:d1` })).status, 404, 'no such spec')
+  const spec = {
+    _type: 'AnnotationSpec',
+    _class_name: 'AnnotationSpec',
+    _bases: ['Object', 'BaseModel'],
+    name: 'quality',
+    field_schema: { type: 'integer' },
+  }
+  const created = await post('/obj/create', { obj: { project_id: P, object_id: 'quality', val: spec } })
+  const specRef = `weave:///${P}/object/quality:${created.json.digest}`
+  t.equal((await post('/feedback/create', { ...ann, annotation_ref: specRef })).status, 200)
 })
 
 t.test('query: $expr on columns and payload paths, sort, paging, total_count', async (t) => {

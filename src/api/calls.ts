@@ -7,6 +7,11 @@ import type { IngestPool } from '../calls/ingest/pool.js'
 import type { IngestTask } from '../calls/ingest/prepare.js'
 import { withCosts, type Prices } from '../catalog/prices.js'
 import type { CallStats } from '../stats/engine.js'
+import type { FeedbackStore } from '../catalog/feedback.js'
+import { bindFeedback, feedbackFieldsOf } from '../query/feedback-fields.js'
+// expand_columns and include_feedback (calls-expand.ts):
+import type { RefResolver } from '../catalog/refs.js'
+import { finisher, withExpand } from './calls-expand.js'
 import { CallsQueryStatsReqSchema, CallsQueryStatsResSchema } from '../schemas/calls.js'
 import {
   CallCreateBatchReqSchema,
@@ -40,6 +45,27 @@ export interface CallsDeps {
   maxQueryRows: number
   prices: Prices
   stats: CallStats
+  /** Feedback, for queries and sorts on `feedback.[<type>].payload.<path>` fields. */
+  feedback?: FeedbackStore
+  /** Resolves refs for expand_columns. */
+  refs?: RefResolver
+}
+
+type Queried = { project_id: string; query?: { $expr: unknown } | null; sort_by?: { field: string }[] | null }
+
+/**
+ * Feedback fields named in the query or sort are read from the catalog first (one query) and bound
+ * to copies of the query and sort list, which the call store's compiler finds them by.
+ */
+async function withFeedback<T extends Queried>(d: CallsDeps, body: T): Promise<T> {
+  const fields = feedbackFieldsOf(body.query, body.sort_by)
+  if (fields.length === 0) return body
+  if (!d.feedback) throw new DomainError(400, 'Feedback fields cannot be queried on this server')
+  const values = await d.feedback.callValues(body.project_id, fields)
+  const query = body.query && { ...body.query }
+  const sort_by = body.sort_by && [...body.sort_by]
+  bindFeedback([query, sort_by], values)
+  return { ...body, query, sort_by }
 }
 
 /** With include_costs, each call gains summary.weave.costs from the project's prices. */
@@ -90,11 +116,15 @@ async function deleteCalls(d: CallsDeps, ctx: Ctx<Static<typeof CallsDeleteReqSc
 }
 
 async function streamQuery(d: CallsDeps, ctx: Ctx<Static<typeof CallsQueryReqSchema>>): Promise<Reply> {
-  const chunks = await d.store.stream(ctx.body.project_id, ctx.body)
+  const finish = finisher(d, ctx.body)
+  const chunks = await d.store.stream(ctx.body.project_id, await withExpand(d, await withFeedback(d, ctx.body)))
   const columns = ctx.body.columns
   const cost = await costed(d, ctx.body.project_id, ctx.body.include_costs)
   async function* lines() {
-    for await (const calls of chunks) yield calls.map((c) => JSON.stringify(pickColumns(cost(c), columns)) + '\n').join('')
+    for await (const calls of chunks) {
+      const page = calls.map((c) => pickColumns(cost(c), columns))
+      yield (finish ? await finish(page) : page).map((c) => JSON.stringify(c) + '\n').join('')
+    }
   }
   return { contentType: 'application/jsonl', stream: lines() }
 }
@@ -102,16 +132,18 @@ async function streamQuery(d: CallsDeps, ctx: Ctx<Static<typeof CallsQueryReqSch
 async function queryCalls(d: CallsDeps, ctx: Ctx<Static<typeof CallsQueryReqSchema>>): Promise<Reply> {
   // All at once means all in memory: bounded. /calls/stream_query has no such bound.
   const limit = Math.min(ctx.body.limit ?? Infinity, d.maxQueryRows + 1)
-  const calls = await d.store.query(ctx.body.project_id, { ...ctx.body, limit })
+  const finish = finisher(d, ctx.body)
+  const calls = await d.store.query(ctx.body.project_id, { ...(await withExpand(d, await withFeedback(d, ctx.body))), limit })
   if (calls.length > d.maxQueryRows) {
     throw new DomainError(413, `More than ${d.maxQueryRows} calls match: page with limit and offset, or use /calls/stream_query`)
   }
   const cost = await costed(d, ctx.body.project_id, ctx.body.include_costs)
-  return { body: { calls: calls.map((c) => pickColumns(cost(c), ctx.body.columns)) } }
+  const page = calls.map((c) => pickColumns(cost(c), ctx.body.columns))
+  return { body: { calls: finish ? await finish(page) : page } }
 }
 
 async function queryStats(d: CallsDeps, ctx: Ctx<Static<typeof CallsQueryStatsReqSchema>>): Promise<Reply> {
-  const b = ctx.body
+  const b = await withExpand(d, await withFeedback(d, ctx.body))
   if (b.limit !== undefined && b.limit !== null && b.limit < 1) throw new DomainError(400, 'limit must be at least 1')
   const query = b.query
   // Counts the rollups can answer (no query, filter on op, root, user, run) are read from them.

@@ -1,12 +1,8 @@
-import busboy from 'busboy'
-import { canAccess } from '../core/principal.js'
 import { DomainError } from '../core/errors.js'
 import { NumDeletedSchema } from '../schemas/common.js'
 import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
 import type { ObjectStore } from '../catalog/objects.js'
 import {
-  FileContentReqSchema,
-  FileCreateResSchema,
   ObjCreateReqSchema,
   ObjCreateResSchema,
   ObjReadReqSchema,
@@ -14,7 +10,6 @@ import {
   ObjQueryResSchema,
   ObjDeleteReqSchema,
   MAX_DELETE_DIGESTS,
-  type FileContentReq,
   type ObjQueryReq,
   type ObjDeleteReq,
   type ObjCreateReq,
@@ -30,30 +25,6 @@ function checkObjectId(id: string): void {
       403,
       `Invalid object_id ${JSON.stringify(id.slice(0, 200))}: only letters, digits, '_', '.' and '-', at most 128 characters`,
     )
-}
-
-/** The fields and the one file of a multipart/form-data body. */
-function parseMultipart(ctx: Ctx, maxBytes: number): Promise<{ fields: Record<string, string>; file?: Buffer }> {
-  return new Promise((resolve, reject) => {
-    let bb: busboy.Busboy
-    try {
-      bb = busboy({ headers: { 'content-type': ctx.headers['content-type'] }, limits: { files: 1, fields: 16, fileSize: maxBytes } })
-    } catch (e) {
-      reject(new DomainError(400, `Expected a multipart/form-data body: ${(e as Error).message}`))
-      return
-    }
-    const fields: Record<string, string> = {}
-    let file: Buffer | undefined
-    bb.on('field', (name, value) => (fields[name] = value))
-    bb.on('file', (_name, stream) => {
-      const chunks: Buffer[] = []
-      stream.on('data', (c: Buffer) => chunks.push(c))
-      stream.on('end', () => (file = Buffer.concat(chunks)))
-    })
-    bb.on('error', (e) => reject(new DomainError(400, `Malformed multipart body: ${(e as Error).message}`)))
-    bb.on('close', () => resolve({ fields, file }))
-    bb.end(ctx.rawBody ?? Buffer.alloc(0))
-  })
 }
 
 function createObject(objects: ObjectStore) {
@@ -97,36 +68,11 @@ function deleteObject(objects: ObjectStore) {
   }
 }
 
-/** The project is a form field, so the entity check happens here rather than in the route's `project`. */
-function createFile(objects: ObjectStore, maxBodyBytes: number) {
-  return async (ctx: Ctx): Promise<Reply> => {
-    const { fields, file } = await parseMultipart(ctx, maxBodyBytes)
-    const project = fields.project_id
-    if (!project || !/^[^/\s]+\/[^/\s]+$/.test(project) || project.length > 256)
-      throw new DomainError(400, 'Form field project_id must be "entity/project"')
-    if (ctx.principal && !canAccess(ctx.principal, project.slice(0, project.indexOf('/'))))
-      throw new DomainError(403, `This API key may not access ${project}`)
-    if (!file) throw new DomainError(400, 'Form field file is missing')
-    const digest = await objects.createFile(project, file)
-    if (fields.expected_digest && fields.expected_digest !== digest)
-      throw new DomainError(409, `Digest mismatch: expected ${fields.expected_digest}, computed ${digest}`)
-    return { body: { digest } }
-  }
-}
-
-function readFile(objects: ObjectStore) {
-  return async (ctx: Ctx<FileContentReq>): Promise<Reply> => {
-    const content = await objects.readFile(ctx.body.project_id, ctx.body.digest)
-    if (!content) throw new DomainError(404, `File ${ctx.body.digest} not found`)
-    return { raw: content, contentType: 'application/octet-stream' }
-  }
-}
-
 const common = { family: 'trace' as const, auth: 'key' as const, tags: ['Objects'] }
 
-/** The object endpoints the Weave SDKs need to save ops and objects (docs/objects.md). */
-export function objectRoutes(objects: ObjectStore, maxBodyBytes: number): RouteDef[] {
-  return [...versionRoutes(objects), ...fileRoutes(objects, maxBodyBytes)]
+/** The object endpoints the Weave SDKs need to save ops and objects (docs/objects.md); files are in files.ts. */
+export function objectRoutes(objects: ObjectStore): RouteDef[] {
+  return versionRoutes(objects)
 }
 
 function versionRoutes(objects: ObjectStore): RouteDef[] {
@@ -169,29 +115,6 @@ function versionRoutes(objects: ObjectStore): RouteDef[] {
       response: { description: 'How many versions were deleted', schema: NumDeletedSchema },
       project: bodyProject,
       handler: deleteObject(objects),
-    }),
-  ]
-}
-
-function fileRoutes(objects: ObjectStore, maxBodyBytes: number): RouteDef[] {
-  return [
-    route({
-      ...common,
-      method: 'POST',
-      path: '/file/create',
-      summary: 'Store a file (multipart: project_id, file); content-addressed',
-      rawBody: true,
-      response: { description: 'The file digest', schema: FileCreateResSchema },
-      handler: createFile(objects, maxBodyBytes),
-    }),
-    route({
-      ...common,
-      method: 'POST',
-      path: '/file/content',
-      summary: 'Read a stored file',
-      body: FileContentReqSchema,
-      project: bodyProject,
-      handler: readFile(objects),
     }),
   ]
 }

@@ -47,6 +47,8 @@ export interface Ctx<B = unknown, Q = unknown> {
   body: B
   /** The undecoded body, for routes declared `rawBody` (ingest hands bytes to workers). */
   rawBody?: Buffer
+  /** The body as it arrives, for routes declared `streamBody`; iterating it throws a 413 DomainError past the limit. */
+  bodyStream?: AsyncIterable<Buffer>
   headers: RequestHeaders
   requestId: string
   /** The peer's address, or the client address from X-Forwarded-For when the peer is a trusted proxy. */
@@ -98,6 +100,12 @@ export interface RouteDef<TB extends TSchema = TSchema, TQ extends TSchema = TSc
   /** Where the project this request touches comes from, for the entity check (403). */
   project?: (ctx: Ctx<Static<TB>, Static<TQ>>) => string | undefined
   rawBody?: boolean
+  /**
+   * The body is handed over as it arrives (`ctx.bodyStream`) instead of read whole, for uploads too big to hold
+   * in memory: the transport stops reading from the socket while the handler lags. `maxBytes` replaces the
+   * server's body limit for this route.
+   */
+  streamBody?: { maxBytes: number }
   catchAll?: boolean
   /** A route that a later piece of work fills in answers 501 with this text until then. */
   pending?: string

@@ -5,11 +5,21 @@ import { createHash } from 'node:crypto'
  * base64url(sha256(bytes)) with '-'→'X', '_'→'Y' and no padding: 43 characters of [A-Za-z0-9].
  */
 export function digestBytes(bytes: Uint8Array | string): string {
-  return createHash('sha256').update(bytes).digest('base64url').replace(/-/g, 'X').replace(/_/g, 'Y')
+  return digestOfSha256(createHash('sha256').update(bytes).digest())
+}
+
+/** The same digest from a SHA-256 computed elsewhere (files are hashed as they stream in). */
+export function digestOfSha256(sha256: Buffer): string {
+  return sha256.toString('base64url').replace(/-/g, 'X').replace(/_/g, 'Y')
 }
 
 /** Python's float repr: shortest round-trip digits, exponent form below 1e-4 and from 1e16, 2-digit exponents. */
 function pyNumber(n: number): string {
+  // The common cases, where JS and Python print the same digits: safe integers, and decimals Python does not
+  // write in exponent form (JS switches to it only further out, below 1e-6 and from 1e21).
+  if (Number.isSafeInteger(n)) return String(n)
+  const abs = Math.abs(n)
+  if (abs >= 1e-4 && abs < 1e16 && !Number.isInteger(n)) return String(n)
   if (!Number.isFinite(n)) return n > 0 ? 'Infinity' : n < 0 ? '-Infinity' : 'NaN'
   // JSON.parse cannot tell 1 from 1.0; integral values are written as Python ints.
   if (Number.isInteger(n)) return Math.abs(n) < 1e21 ? BigInt(n).toString() : n.toString()
@@ -21,8 +31,12 @@ function pyNumber(n: number): string {
   return n.toString()
 }
 
+const PRINTABLE = /^[\x20-\x7e]*$/
+
 /** A JSON string as Python's json.dumps writes it (ensure_ascii: everything outside ' '..'~' escaped). */
 function pyString(s: string): string {
+  // Printable ASCII: JSON.stringify escapes exactly what Python does (`"` and `\\`), and much faster.
+  if (PRINTABLE.test(s)) return JSON.stringify(s)
   let out = '"'
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i)
@@ -49,15 +63,21 @@ export function pythonJsonDumps(v: unknown): string {
   if (typeof v === 'boolean') return v ? 'true' : 'false'
   if (typeof v === 'number') return pyNumber(v)
   if (typeof v === 'string') return pyString(v)
-  if (Array.isArray(v)) return '[' + v.map(pythonJsonDumps).join(', ') + ']'
+  // Strings built by `+=` (ropes) rather than arrays joined: this runs once per row of every dataset saved.
+  if (Array.isArray(v)) {
+    let out = '['
+    for (let i = 0; i < v.length; i++) out += (i ? ', ' : '') + pythonJsonDumps(v[i])
+    return out + ']'
+  }
   if (typeof v === 'object') {
-    return (
-      '{' +
-      Object.entries(v as Record<string, unknown>)
-        .map(([k, x]) => `${pyString(k)}: ${pythonJsonDumps(x)}`)
-        .join(', ') +
-      '}'
-    )
+    let out = '{'
+    let first = true
+    for (const k in v) {
+      if (!Object.hasOwn(v, k)) continue
+      out += (first ? '' : ', ') + pyString(k) + ': ' + pythonJsonDumps((v as Record<string, unknown>)[k])
+      first = false
+    }
+    return out + '}'
   }
   return 'null'
 }

@@ -74,11 +74,18 @@ function parseRef(ref: string): { project: string; kind: string; name: string } 
   return m ? { project: m[1]!, kind: m[2]!, name: m[3]! } : null
 }
 
+/** Weave's payload models for these types: the key must be present (its value may be anything, null included). */
+function requireKey(req: FeedbackCreateReq, key: 'value' | 'output'): void {
+  if (!Object.hasOwn(req.payload, key))
+    throw new DomainError(400, `Invalid payload for feedback_type ${req.feedback_type}: the payload needs a ${JSON.stringify(key)} key`)
+}
+
 function checkAnnotation(req: FeedbackCreateReq, name: string): void {
   const ref = req.annotation_ref ? parseRef(req.annotation_ref) : null
   if (!req.annotation_ref) throw new DomainError(400, 'annotation_ref is required for annotation feedback')
   if (!ref || ref.kind !== 'object' || ref.name !== name || ref.project !== req.project_id)
     throw new DomainError(400, `annotation_ref must be an object ref of this project named ${JSON.stringify(name)}`)
+  requireKey(req, 'value')
 }
 
 function checkRunnable(req: FeedbackCreateReq, name: string): void {
@@ -86,6 +93,7 @@ function checkRunnable(req: FeedbackCreateReq, name: string): void {
   const ref = parseRef(req.runnable_ref)
   if (!ref || ref.kind === 'call' || ref.name !== name || ref.project !== req.project_id)
     throw new DomainError(400, `runnable_ref must be an op or object ref of this project named ${JSON.stringify(name)}`)
+  requireKey(req, 'output')
   if (ref.kind !== 'op') return
   if (!req.call_ref) throw new DomainError(400, 'call_ref is required for runnable feedback from an op')
   const call = parseRef(req.call_ref)
@@ -100,7 +108,10 @@ function checkRefsAllowed(req: FeedbackCreateReq, annotation: boolean, runnable:
     if (req[k] && !runnable) throw new DomainError(400, `${k} is not allowed for non-runnable feedback`)
 }
 
-/** Weave's feedback rules (docs/feedback.md): the payload to store, or a 400 saying what is wrong. */
+/**
+ * Weave's feedback rules (docs/feedback.md): the payload to store, or a 400 saying what is wrong. What
+ * needs the catalog (an annotation's spec) is checked after, by the store.
+ */
 export function checkFeedback(req: FeedbackCreateReq): Record<string, unknown> {
   const type = req.feedback_type
   if (Buffer.byteLength(JSON.stringify(req.payload)) > MAX_PAYLOAD_BYTES) throw new DomainError(400, 'Feedback payload too large')

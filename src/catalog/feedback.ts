@@ -1,9 +1,16 @@
+import type { DuckDBValue } from '@duckdb/node-api'
 import { randomUUID } from 'node:crypto'
 import type { Catalog, Tx } from './db.js'
+import { checkAnnotationValue } from './annotation-spec.js'
 import { checkFeedback } from './feedback-rules.js'
 import { compileExpr, fieldSql, FEEDBACK_COLUMNS, Params } from './feedback-query.js'
+import { ObjectStore } from './objects.js'
 import { purgeIds } from './prices.js'
+import { RefResolver } from './refs.js'
+import { TableStore } from './tables.js'
 import { DomainError } from '../core/errors.js'
+import { jsonPath } from '../query/compiled.js'
+import type { FeedbackField, FeedbackValues } from '../query/feedback-fields.js'
 import type { FeedbackCreateReq, FeedbackCreateRes, FeedbackQueryReq } from '../schemas/feedback.js'
 
 interface Checked {
@@ -37,13 +44,28 @@ function toRow(r: Record<string, unknown>): Record<string, unknown> {
   return 'payload' in r && typeof r.payload === 'string' ? { ...r, payload: JSON.parse(r.payload) } : r
 }
 
+const MAX_CALL_FEEDBACK_ROWS = 200_000
+
+/** One row's value for a call, unless an earlier row already decided it (rows come oldest first). */
+function pick(values: FeedbackValues, f: FeedbackField, call: string, type: string, v: string | null): void {
+  if (call.includes('/') || values.has(call)) return
+  if (f.type === '*' || f.column !== 'payload') {
+    if ((f.type === '*' || f.type === type) && v !== null && v !== '') values.set(call, v)
+  } else if (f.type === type) values.set(call, v)
+}
+
 /** Feedback (docs/feedback.md): rows about a call or object, checked by Weave's type rules before they are stored. */
 export class FeedbackStore {
-  constructor(private readonly catalog: Catalog) {}
+  private readonly refs: RefResolver
+
+  constructor(private readonly catalog: Catalog) {
+    this.refs = new RefResolver(new ObjectStore(catalog), new TableStore(catalog))
+  }
 
   /** Checks every row first, then stores them all in one transaction: one bad row stores none. */
   async create(reqs: FeedbackCreateReq[], userId: string, replacing?: { project: string; id: string }): Promise<FeedbackCreateRes[]> {
     const checked: Checked[] = reqs.map((req) => ({ req, id: req.id ?? randomUUID(), payload: checkFeedback(req) }))
+    await this.checkAnnotationValues(reqs)
     const now = Date.now()
     await this.catalog.transaction(async (tx) => {
       if (replacing) await this.remove(tx, replacing.project, [replacing.id], true)
@@ -71,6 +93,39 @@ export class FeedbackStore {
     return { result: rows.map(toRow), total_count: Number(n?.n ?? 0) }
   }
 
+  /**
+   * Each call's value of each feedback field, for call queries that filter or sort on them: one query.
+   * Several rows of a type about one call: the earliest created decides (Weave's ClickHouse takes
+   * `any` row, which is not defined); for `[*]`, the earliest whose value is not empty.
+   */
+  async callValues(project: string, fields: FeedbackField[]): Promise<Map<string, FeedbackValues>> {
+    const out = new Map<string, FeedbackValues>(fields.map((f) => [f.name, new Map()]))
+    if (fields.length === 0) return out
+    const params: DuckDBValue[] = [project, `weave:///${project}/call/`]
+    const cols = fields.map((f, i) => {
+      if (f.column !== 'payload') return `${f.column} AS v${i}`
+      params.push(jsonPath(f.path))
+      return `json_extract_string(payload_dump, $${params.length}) AS v${i}`
+    })
+    const types = fields.some((f) => f.type === '*')
+      ? ''
+      : ` AND list_contains(from_json($${params.push(JSON.stringify(fields.map((f) => f.type)))}::JSON, '["VARCHAR"]'), feedback_type)`
+    params.push(MAX_CALL_FEEDBACK_ROWS + 1)
+    const rows = await this.catalog.all<Record<string, string | null>>(
+      `SELECT weave_ref, feedback_type, ${cols.join(', ')} FROM feedback WHERE project_id = $1 AND starts_with(weave_ref, $2)${types}
+        ORDER BY created_at, id LIMIT $${params.length}`,
+      params,
+    )
+    if (rows.length > MAX_CALL_FEEDBACK_ROWS)
+      throw new DomainError(400, `More than ${MAX_CALL_FEEDBACK_ROWS} feedback rows to filter or sort calls on: narrow the query`)
+    const prefix = params[1] as string
+    for (const r of rows) {
+      const call = r.weave_ref!.slice(prefix.length)
+      fields.forEach((f, i) => pick(out.get(f.name)!, f, call, r.feedback_type!, r[`v${i}`] ?? null))
+    }
+    return out
+  }
+
   /** Deletes the rows a purge query names by id (Weave accepts no other purge). */
   async purge(project: string, query: unknown): Promise<void> {
     const ids = purgeIds(query, 'feedback', 'feedback')
@@ -82,6 +137,23 @@ export class FeedbackStore {
     if (req.id === feedbackId) throw new DomainError(400, 'A replacement gets a new id; id must differ from feedback_id')
     const [res] = await this.create([req], userId, { project, id: feedbackId })
     return res!
+  }
+
+  /**
+   * An annotation's `payload.value` must satisfy the `field_schema` of the spec its `annotation_ref` names
+   * (the rules already checked the ref is an object of the row's project). An unknown spec version is 404,
+   * a deleted one 400, as in Weave. Each spec is read once per batch.
+   */
+  private async checkAnnotationValues(reqs: FeedbackCreateReq[]): Promise<void> {
+    const specs = new Map<string, unknown>()
+    for (const req of reqs) {
+      const ref = req.annotation_ref
+      if (!ref) continue
+      if (!specs.has(ref)) specs.set(ref, (await this.refs.readBatch([ref], () => true))[0] ?? null)
+      const spec = specs.get(ref)
+      if (spec === null) throw new DomainError(400, `Annotation ref ${ref} not found`)
+      checkAnnotationValue(spec, ref, req.payload.value)
+    }
   }
 
   private async remove(tx: Tx, project: string, ids: string[], mustExist: boolean): Promise<void> {

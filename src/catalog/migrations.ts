@@ -122,4 +122,75 @@ export const MIGRATIONS: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 6,
+    name: 'files_on_disk',
+    statements: [
+      // File bytes move to <data dir>/files (catalog/files.ts); `files` keeps the metadata. A NULL content means
+      // the bytes are on disk; rows from before still hold theirs until the first start carries them over.
+      `ALTER TABLE files ALTER COLUMN content DROP NOT NULL`,
+    ],
+  },
+  {
+    version: 7,
+    name: 'table_chunks',
+    statements: [
+      // Rows get an insertion number: a page reads its rows by it through a small index instead of hashing
+      // every digest of the project (docs/tables.md). The table is copied rather than altered: DuckDB builds no
+      // index on a column added in the same transaction, and UNIQUE gives `seq` its index.
+      `CREATE SEQUENCE table_row_seq`,
+      `CREATE TABLE table_rows_v7 (
+        project_id VARCHAR NOT NULL,
+        digest VARCHAR NOT NULL,
+        val_dump VARCHAR NOT NULL,
+        seq BIGINT NOT NULL UNIQUE DEFAULT nextval('table_row_seq'),
+        PRIMARY KEY (project_id, digest)
+      )`,
+      `INSERT INTO table_rows_v7 (project_id, digest, val_dump) SELECT project_id, digest, val_dump FROM table_rows ORDER BY rowid`,
+      `DROP TABLE table_rows`,
+      `ALTER TABLE table_rows_v7 RENAME TO table_rows`,
+      // A table's row list is kept in content-addressed chunks shared between tables, so appending a chunk to a
+      // big table writes the new chunk and a short list of chunk digests, not the whole list again.
+      `CREATE TABLE table_chunks (
+        project_id VARCHAR NOT NULL,
+        -- Hex SHA-256 of the chunk's row digests concatenated (a chunk digests as a table of its rows).
+        digest VARCHAR NOT NULL,
+        row_digests VARCHAR[] NOT NULL,
+        -- table_rows.seq of each row, in the same order.
+        row_seqs BIGINT[] NOT NULL,
+        PRIMARY KEY (project_id, digest)
+      )`,
+      `INSERT INTO table_chunks
+        SELECT u.project_id, u.digest, list(u.d ORDER BY u.i), list(r.seq ORDER BY u.i)
+        FROM (SELECT project_id, digest, unnest(row_digests) AS d, generate_subscripts(row_digests, 1) AS i FROM tables) u
+        JOIN table_rows r ON r.project_id = u.project_id AND r.digest = u.d
+        GROUP BY u.project_id, u.digest`,
+      `CREATE TABLE table_lists (
+        project_id VARCHAR NOT NULL,
+        digest VARCHAR NOT NULL,
+        n_rows BIGINT NOT NULL,
+        -- The table is its chunks' rows in this order; chunk_starts[k] is the position of chunk k's first row.
+        chunk_digests VARCHAR[] NOT NULL,
+        chunk_starts BIGINT[] NOT NULL,
+        created_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (project_id, digest)
+      )`,
+      `INSERT INTO table_lists SELECT project_id, digest, len(row_digests),
+        CASE WHEN len(row_digests) = 0 THEN []::VARCHAR[] ELSE [digest] END,
+        CASE WHEN len(row_digests) = 0 THEN []::BIGINT[] ELSE [0::BIGINT] END, created_at FROM tables`,
+      `DROP TABLE tables`,
+    ],
+  },
+  {
+    version: 8,
+    name: 'objects_is_latest',
+    statements: [
+      // Which version of each object is latest, kept on write (catalog/objects.ts) rather than ranked on every
+      // /objs/query. (DuckDB adds no column with a NOT NULL constraint; NULL reads as false.)
+      `ALTER TABLE objects ADD COLUMN is_latest BOOLEAN DEFAULT false`,
+      `UPDATE objects SET is_latest = true FROM (SELECT project_id AS p, object_id AS o, arg_max(digest, (created_at, version_index)) AS d
+        FROM objects WHERE deleted_at IS NULL GROUP BY project_id, object_id) l
+        WHERE project_id = l.p AND object_id = l.o AND digest = l.d`,
+    ],
+  },
 ]

@@ -1,6 +1,7 @@
-import { blobValue, type DuckDBValue } from '@duckdb/node-api'
+import type { DuckDBValue } from '@duckdb/node-api'
 import type { Catalog } from './db.js'
-import { digestBytes, valueDigest } from './digest.js'
+import { valueDigest } from './digest.js'
+import { FileStore } from './files.js'
 import { DomainError } from '../core/errors.js'
 import { isoFromMicros } from '../core/time.js'
 import type { ObjectVersion, ObjQueryReq } from '../schemas/objects.js'
@@ -43,18 +44,31 @@ interface Row {
 }
 
 /**
- * `latest`: the newest non-deleted version by creation time. Re-creating a deleted digest gives it a
- * new `created_at` (as Weave's ClickHouse server does), so it comes back as latest while keeping its
- * `version_index`. `val_dump` is left out when the query asks for metadata only.
+ * `latest`: the newest non-deleted version by creation time, kept in `is_latest` by every write (see
+ * MARK_LATEST). Re-creating a deleted digest gives it a new `created_at` (as Weave's ClickHouse server does), so
+ * it comes back as latest while keeping its `version_index`. `val_dump` is left out when the query asks for
+ * metadata only.
  */
 function select(metadataOnly = false): string {
   return `SELECT project_id, object_id, digest, version_index, kind, base_object_class, leaf_object_class,
   ${metadataOnly ? "'{}'" : 'val_dump'} AS val_dump, strlen(val_dump) AS size_bytes, user_id,
-  epoch_us(created_at) AS created_us, epoch_us(deleted_at) AS deleted_us,
-  (deleted_at IS NULL AND row_number() OVER (PARTITION BY project_id, object_id
-    ORDER BY deleted_at IS NULL DESC, created_at DESC, version_index DESC) = 1) AS latest
+  epoch_us(created_at) AS created_us, epoch_us(deleted_at) AS deleted_us, coalesce(is_latest, false) AS latest
   FROM objects`
 }
+
+/**
+ * Sets `is_latest` on the versions of one object ($1 project, $2 object) after a write: a stored flag, so
+ * `/objs/query` with `latest_only` does not rank every version of the project on each request.
+ */
+const MARK_LATEST = `UPDATE objects SET is_latest = coalesce(digest = (SELECT arg_max(digest, (created_at, version_index))
+  FROM objects WHERE project_id = $1 AND object_id = $2 AND deleted_at IS NULL), false)
+  WHERE project_id = $1 AND object_id = $2`
+
+/** Sets `is_latest` on every object of a project ($1), for versions written other than through ObjectStore (a bulk load). */
+export const MARK_ALL_LATEST = `UPDATE objects SET is_latest = (l.d IS NOT NULL) FROM (SELECT o.object_id AS oid, o.digest AS od, l.d
+  FROM objects o LEFT JOIN (SELECT object_id, arg_max(digest, (created_at, version_index)) AS d FROM objects
+    WHERE project_id = $1 AND deleted_at IS NULL GROUP BY object_id) l ON l.object_id = o.object_id AND l.d = o.digest
+  WHERE o.project_id = $1) l WHERE project_id = $1 AND object_id = l.oid AND digest = l.od`
 
 function toVersion(r: Row, metadataOnly = false, withSize = false): ObjectVersion {
   return {
@@ -86,9 +100,15 @@ const VERSIONS = `SELECT * FROM (${select()} WHERE project_id = $1 AND object_id
 
 const SORT_COLUMNS = { created_at: 'created_us', object_id: 'object_id' } as const
 
+/** The metadata of every version of a project's objects, with `latest` ($1 is the project): no values. */
+const META = `SELECT project_id, object_id, digest, version_index, kind, base_object_class, leaf_object_class, user_id,
+  epoch_us(created_at) AS created_us, epoch_us(deleted_at) AS deleted_us, coalesce(is_latest, false) AS latest
+  FROM objects WHERE project_id = $1`
+
 /**
  * The `/objs/query` SQL. User values are only ever bound parameters; the SQL text holds only
- * placeholders and the fixed column names and directions the schema allows.
+ * placeholders and the fixed column names and directions the schema allows. `latest`, the filters, the
+ * order and the page are worked out on metadata; only the page's versions have their values read.
  */
 function querySql(req: ObjQueryReq): { sql: string; params: DuckDBValue[] } {
   const params: DuckDBValue[] = [req.project_id]
@@ -104,13 +124,20 @@ function querySql(req: ObjQueryReq): { sql: string; params: DuckDBValue[] } {
   // SQL NOT IN drops rows with no base class, as ClickHouse does for Weave.
   if (f.exclude_base_object_classes?.length) where.push(`base_object_class NOT IN (${list(f.exclude_base_object_classes)})`)
   if (f.leaf_object_classes?.length) where.push(`leaf_object_class IN (${list(f.leaf_object_classes)})`)
-  const keys = (req.sort_by?.length ? req.sort_by : [{ field: 'created_at', direction: 'asc' } as const]).map(
-    (s) => `${SORT_COLUMNS[s.field]} ${s.direction === 'desc' ? 'DESC' : 'ASC'}`,
-  )
-  let sql = `SELECT * FROM (${select(req.metadata_only === true)} WHERE project_id = $1) WHERE ${where.join(' AND ')}
-    ORDER BY ${[...keys, 'object_id ASC', 'version_index ASC'].join(', ')}`
-  if (req.limit !== undefined && req.limit !== null) sql += ` LIMIT ${bind(req.limit)}`
-  if (req.offset) sql += ` OFFSET ${bind(req.offset)}`
+  const keys = (prefix: string) =>
+    [
+      ...(req.sort_by?.length ? req.sort_by : [{ field: 'created_at', direction: 'asc' } as const]).map(
+        (s) => `${prefix}${SORT_COLUMNS[s.field]} ${s.direction === 'desc' ? 'DESC' : 'ASC'}`,
+      ),
+      `${prefix}object_id ASC`,
+      `${prefix}version_index ASC`,
+    ].join(', ')
+  let page = `SELECT * FROM (${META}) WHERE ${where.join(' AND ')} ORDER BY ${keys('')}`
+  if (req.limit !== undefined && req.limit !== null) page += ` LIMIT ${bind(req.limit)}`
+  if (req.offset) page += ` OFFSET ${bind(req.offset)}`
+  const sql = `SELECT p.*, ${req.metadata_only === true ? "'{}'" : 'o.val_dump'} AS val_dump, strlen(o.val_dump) AS size_bytes
+    FROM (${page}) p JOIN objects o ON o.project_id = $1 AND o.object_id = p.object_id AND o.digest = p.digest
+    ORDER BY ${keys('p.')}`
   return { sql, params }
 }
 
@@ -131,28 +158,20 @@ export class ObjectStore {
         [projectId, objectId, digest],
       )
       if (existing) {
-        if (existing.deleted)
-          await tx.run(
-            'UPDATE objects SET deleted_at = NULL, created_at = now()::TIMESTAMP WHERE project_id = $1 AND object_id = $2 AND digest = $3',
-            [projectId, objectId, digest],
-          )
-        return
+        if (!existing.deleted) return
+        await tx.run(
+          'UPDATE objects SET deleted_at = NULL, created_at = now()::TIMESTAMP WHERE project_id = $1 AND object_id = $2 AND digest = $3',
+          [projectId, objectId, digest],
+        )
+      } else {
+        // version_index: the rank among every version ever created, deleted ones included.
+        await tx.run(
+          `INSERT INTO objects SELECT $1, $2, $3, (SELECT count(*) FROM objects WHERE project_id = $1 AND object_id = $2),
+            $4, $5, $6, $7, $8, now()::TIMESTAMP, NULL, false`,
+          [projectId, objectId, digest, kind, base, leaf, JSON.stringify(val), userId],
+        )
       }
-      const [{ n }] = (await tx.all<{ n: number }>('SELECT count(*)::INTEGER AS n FROM objects WHERE project_id = $1 AND object_id = $2', [
-        projectId,
-        objectId,
-      ])) as [{ n: number }]
-      await tx.run(`INSERT INTO objects VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now()::TIMESTAMP, NULL)`, [
-        projectId,
-        objectId,
-        digest,
-        Number(n),
-        kind,
-        base,
-        leaf,
-        JSON.stringify(val),
-        userId,
-      ])
+      await tx.run(MARK_LATEST, [projectId, objectId])
     })
     return { digest, object_id: objectId }
   }
@@ -194,27 +213,17 @@ export class ObjectStore {
         `UPDATE objects SET deleted_at = now()::TIMESTAMP WHERE project_id = $1 AND object_id = $2 AND deleted_at IS NULL AND digest IN (${marks})`,
         [projectId, objectId, ...targets],
       )
+      await tx.run(MARK_LATEST, [projectId, objectId])
       return targets.length
     })
   }
 
-  /** Files are content-addressed by Weave's file digest (the TS SDK computes the same one client side). */
+  /** Files are content-addressed by Weave's file digest (the TS SDK computes the same one client side); catalog/files.ts keeps them. */
   async createFile(projectId: string, content: Buffer): Promise<string> {
-    const digest = digestBytes(content)
-    await this.catalog.run('INSERT INTO files VALUES ($1, $2, $3::BLOB, $4, now()::TIMESTAMP) ON CONFLICT DO NOTHING', [
-      projectId,
-      digest,
-      blobValue(new Uint8Array(content)),
-      content.length,
-    ])
-    return digest
+    return FileStore.of(this.catalog).put(projectId, [content])
   }
 
   async readFile(projectId: string, digest: string): Promise<Buffer | null> {
-    const [r] = await this.catalog.all<{ content: Uint8Array }>('SELECT content FROM files WHERE project_id = $1 AND digest = $2', [
-      projectId,
-      digest,
-    ])
-    return r ? Buffer.from(r.content) : null
+    return FileStore.of(this.catalog).read(projectId, digest)
   }
 }

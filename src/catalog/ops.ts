@@ -3,8 +3,36 @@ import type { ObjectStore } from './objects.js'
 /** What Weave stores for an op whose code was not captured (v2 placeholder ops). */
 export const PLACEHOLDER_OP_SOURCE = 'def func(*args, **kwargs):\n    ... # Code-capture unavailable for this op\n'
 
+/** The sources Weave gives the ops a v2 create makes for a scorer or an evaluation (their code is not sent). */
+export const PLACEHOLDER_SCORER_SUMMARIZE_SOURCE = `def summarize(score_rows: list) -> dict | None:
+    '''Default summarize implementation that auto-summarizes score rows.'''
+    from weave.flow.scorer import auto_summarize
+    return auto_summarize(score_rows)
+`
+export const PLACEHOLDER_EVALUATE_SOURCE = `import weave
+@weave.op
+def evaluate(evaluation, model):
+    \"\"\"Placeholder evaluate function.\"\"\"
+    # TODO: Implement actual evaluation logic
+    return {"status": "not_implemented"}
+`
+export const PLACEHOLDER_PREDICT_AND_SCORE_SOURCE = `import weave
+@weave.op
+def predict_and_score(evaluation, example):
+    \"\"\"Placeholder predict_and_score function.\"\"\"
+    # TODO: Implement actual predict and score logic
+    return {"prediction": None, "scores": {}}
+`
+export const PLACEHOLDER_EVALUATION_SUMMARIZE_SOURCE = `import weave
+@weave.op
+def summarize(evaluation_results):
+    \"\"\"Placeholder summarize function.\"\"\"
+    # TODO: Implement actual summarization logic
+    return {"summary": "not_implemented"}
+`
+
 /** The op's source lives in this file of the op object, as the SDKs save it. */
-const OP_FILE = 'obj.py'
+export const OP_FILE = 'obj.py'
 
 /** Weave's `make_object_id`: the object id a v2 create derives from a display name. */
 export function makeObjectId(name: string | null | undefined, fallback: string): string {

@@ -139,7 +139,37 @@ export function priceSpans(rows: readonly PriceRow[], project: string): PriceSpa
 
 type Expr = Record<string, unknown>
 
-/** `$expr` over price rows (few per project, so evaluated here rather than in SQL). */
+/** SQL's three-valued logic, as the call and feedback queries (query/expr.ts): null is "unknown". */
+function and3(xs: unknown[]): boolean | null {
+  if (xs.some((x) => x === false)) return false
+  return xs.some((x) => x === null || x === undefined) ? null : true
+}
+function or3(xs: unknown[]): boolean | null {
+  if (xs.some((x) => x === true)) return true
+  return xs.some((x) => x === null || x === undefined) ? null : false
+}
+const isNull = (x: unknown) => x === null || x === undefined
+
+/** `$convert` as ClickHouse's conversions: a value that does not convert is null. */
+function convert(x: unknown, to: unknown): unknown {
+  if (to === 'exists') return !isNull(x)
+  if (isNull(x)) return null
+  const n = typeof x === 'number' ? x : typeof x === 'string' && x.trim() !== '' ? Number(x) : NaN
+  if (to === 'double') return Number.isNaN(n) ? null : n
+  if (to === 'int') return typeof x === 'string' ? (/^[+-]?\d+$/.test(x) ? n : null) : Number.isFinite(n) ? Math.trunc(n) : null
+  if (to === 'string') return String(x)
+  if (to === 'bool') return x === 'true' || x === true ? true : x === 'false' || x === false ? false : Number.isNaN(n) ? null : n !== 0
+  throw new DomainError(400, `$convert "to" must be one of double, int, string, bool, exists`)
+}
+
+/** A comparison: null when either side is (a row is then left out, also under `$not`). */
+function compare(op: string, a: unknown, b: unknown): boolean | null {
+  if (isNull(a) || isNull(b)) return null
+  const [x, y] = [a as number | string, b as number | string]
+  return op === '$eq' ? x === y : op === '$gt' ? x > y : op === '$gte' ? x >= y : op === '$lt' ? x < y : x <= y
+}
+
+/** `$expr` over price rows (few per project, so evaluated here rather than in SQL); a row matches when true. */
 function evaluate(e: unknown, row: Record<string, unknown>): unknown {
   if (e === null || typeof e !== 'object') return e
   if (Array.isArray(e)) return e.map((x) => evaluate(x, row))
@@ -154,33 +184,37 @@ function evaluate(e: unknown, row: Record<string, unknown>): unknown {
     case '$getField':
       if (typeof arg !== 'string' || !(arg in row)) throw new DomainError(400, `Unknown cost field ${JSON.stringify(arg)}`)
       return row[arg]
+    case '$convert': {
+      const c = (arg ?? {}) as { input?: unknown; to?: unknown }
+      return convert(evaluate(c.input, row), c.to)
+    }
     case '$and':
-      return args().every(Boolean)
+      return and3(args())
     case '$or':
-      return args().some(Boolean)
-    case '$not':
-      return !args()[0]
+      return or3(args())
+    case '$not': {
+      const x = args()[0]
+      return isNull(x) ? null : !x
+    }
     case '$eq': {
       const [a, b] = args()
-      return a === b
+      if ((arg as Expr[])[1]?.$literal === null) return isNull(a)
+      return compare(op, a, b)
     }
     case '$gt':
     case '$gte':
     case '$lt':
-    case '$lte': {
-      const [a, b] = args() as [number | string, number | string]
-      if (a === null || b === null) return false
-      return op === '$gt' ? a > b : op === '$gte' ? a >= b : op === '$lt' ? a < b : a <= b
-    }
+    case '$lte':
+      return compare(op, ...(args() as [unknown, unknown]))
     case '$in': {
       const [a, list] = args() as [unknown, unknown[]]
-      return Array.isArray(list) && list.includes(a)
+      return isNull(a) ? null : Array.isArray(list) && list.includes(a)
     }
     case '$contains': {
       const c = arg as { input: unknown; substr: unknown; case_insensitive?: boolean }
-      const s = String(evaluate(c.input, row) ?? '')
-      const sub = String(evaluate(c.substr, row) ?? '')
-      return c.case_insensitive ? s.toLowerCase().includes(sub.toLowerCase()) : s.includes(sub)
+      const [s, sub] = [evaluate(c.input, row), evaluate(c.substr, row)]
+      if (isNull(s) || isNull(sub)) return null
+      return c.case_insensitive ? String(s).toLowerCase().includes(String(sub).toLowerCase()) : String(s).includes(String(sub))
     }
     default:
       throw new DomainError(400, `Unsupported operator ${op} in a cost query`)
@@ -305,7 +339,7 @@ export class Prices {
       if (!(COST_FIELDS as readonly string[]).includes(f))
         throw new DomainError(400, `Unknown cost field ${JSON.stringify(f)}; fields are ${COST_FIELDS.join(', ')}`)
     }
-    let rows = req.query ? own.filter((r) => Boolean(evaluate(req.query!.$expr, r))) : own
+    let rows = req.query ? own.filter((r) => evaluate(req.query!.$expr, r) === true) : own
     const sort = req.sort_by?.length ? req.sort_by : [{ field: 'effective_date', direction: 'desc' as const }]
     rows = [...rows].sort((a, b) => {
       for (const s of sort) {

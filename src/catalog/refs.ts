@@ -95,53 +95,87 @@ function stepInto(val: unknown, s: Step): unknown {
 const projectOf = (r: Ref) => `${r.entity}/${r.project}`
 const DELETED = Symbol('deleted')
 
-/** Reads values by ref: object versions, paths into them, and table rows reached through them. */
-export class RefResolver {
+/** Row steps of one batch waiting for one table, answered together by one read of that table. */
+interface RowWait {
+  ids: Map<string, ((v: unknown) => void)[]>
+  positions: Map<number, ((v: unknown) => void)[]>
+  fail: ((e: unknown) => void)[]
+}
+
+/**
+ * One `/refs/read_batch`: each object version is read once, and the row steps that reach a table while the
+ * refs are walked together are answered by one read of that table (by digest and by position).
+ */
+class Batch {
+  private readonly versions = new Map<string, Promise<unknown>>()
+  private readonly waits = new Map<string, RowWait>()
+  private flushing = false
+
   constructor(
     private readonly objects: ObjectStore,
     private readonly tables: TableStore,
   ) {}
 
-  /**
-   * Every ref is parsed and checked (entity scope, no `latest`, no bare table) before any is read,
-   * so a bad ref fails the batch whatever its position. `mayRead` says whether the key covers an entity.
-   */
-  async readBatch(refs: string[], mayRead: (entity: string) => boolean): Promise<unknown[]> {
-    if (refs.length > MAX_REFS) throw bad(`Refs read batch contains ${refs.length} refs; at most ${MAX_REFS}`)
-    const parsed = refs.map(parseRef)
-    for (const r of parsed) {
-      if (!mayRead(r.entity)) throw new DomainError(403, `This API key may not access entity ${JSON.stringify(r.entity)}`)
-      if (r.kind === 'table') throw bad('Table refs not supported: read a table through the object that holds it')
-      if (r.kind !== 'object' && r.kind !== 'op') throw bad(`Refs of kind ${JSON.stringify(r.kind.slice(0, 50))} cannot be read`)
-      if (r.digest === 'latest') throw bad('Reading refs with `latest` is not supported: name a version digest')
-    }
-    const vals: unknown[] = []
-    for (const r of parsed) vals.push(await this.resolve(r))
-    return vals
-  }
-
   /** A deleted version reads as null; an unknown one is 404. */
-  private async version(r: Ref): Promise<unknown> {
-    const v = await this.objects.read(projectOf(r), r.name, r.digest)
-    if (!v) throw new DomainError(404, `Obj ${r.name}:${r.digest} not found`)
-    return v.deleted_at ? DELETED : v.val
+  version(r: Ref): Promise<unknown> {
+    const key = JSON.stringify([projectOf(r), r.name, r.digest])
+    let v = this.versions.get(key)
+    if (!v) {
+      v = this.objects.read(projectOf(r), r.name, r.digest).then((o) => {
+        if (!o) throw new DomainError(404, `Obj ${r.name}:${r.digest} not found`)
+        return o.deleted_at ? DELETED : o.val
+      })
+      this.versions.set(key, v)
+    }
+    return v
   }
 
   /** A row of a table, by position (`index`) or digest (`id`); a missing row is null, a missing table 404. */
-  private async row(project: string, digest: string, s: Step): Promise<unknown> {
-    if (s.edge !== 'index' && s.edge !== 'id') return null
-    const q = s.edge === 'index' ? { digest, offset: Number(s.arg), limit: 1 } : { digest, filter: { row_digests: [s.arg] }, limit: 1 }
-    const [hit] = await this.tables.query(project, q)
-    if (hit) return hit.val
-    if (!(await this.tables.stats(project, [digest], false)).length) throw new DomainError(404, `Table ${digest} not found`)
-    return null
+  row(project: string, digest: string, s: Step): Promise<unknown> {
+    if (s.edge !== 'index' && s.edge !== 'id') return Promise.resolve(null)
+    const key = JSON.stringify([project, digest])
+    let w = this.waits.get(key)
+    if (!w) this.waits.set(key, (w = { ids: new Map(), positions: new Map(), fail: [] }))
+    const wait = w
+    return new Promise((resolve, reject) => {
+      const k = s.edge === 'index' ? Number(s.arg) : s.arg
+      const m = (s.edge === 'index' ? wait.positions : wait.ids) as Map<string | number, ((v: unknown) => void)[]>
+      m.set(k, [...(m.get(k) ?? []), resolve])
+      wait.fail.push(reject)
+      if (!this.flushing) {
+        this.flushing = true
+        // Every ref waiting on the same object continues in this turn: their row steps are all queued by then.
+        setImmediate(() => void this.flush())
+      }
+    })
+  }
+
+  private async flush(): Promise<void> {
+    this.flushing = false
+    const waits = [...this.waits]
+    this.waits.clear()
+    await Promise.all(waits.map(([key, w]) => this.answer(JSON.parse(key) as [string, string], w)))
+  }
+
+  private async answer([project, digest]: [string, string], w: RowWait): Promise<void> {
+    try {
+      const [byId, byPos] = await Promise.all([
+        w.ids.size ? this.tables.rowsById(project, digest, [...w.ids.keys()]) : new Map(),
+        w.positions.size ? this.tables.rowsAt(project, digest, [...w.positions.keys()]) : new Map(),
+      ])
+      if (!byId || !byPos) throw new DomainError(404, `Table ${digest} not found`)
+      for (const [id, fns] of w.ids) for (const f of fns) f(byId.get(id) ?? null)
+      for (const [p, fns] of w.positions) for (const f of fns) f(byPos.get(p) ?? null)
+    } catch (e) {
+      for (const f of w.fail) f(e)
+    }
   }
 
   /**
    * Walks the ref's path. A value that is itself a ref is followed when the path goes on into it; one
    * into another project than the ref's own reads as null (Weave never crosses projects).
    */
-  private async resolve(ref: Ref): Promise<unknown> {
+  async resolve(ref: Ref): Promise<unknown> {
     let cur = await this.version(ref)
     const pending = [...ref.path]
     let hops = 0
@@ -163,5 +197,34 @@ export class RefResolver {
       } else return null
     }
     return cur === DELETED ? null : cur
+  }
+}
+
+/** Reads values by ref: object versions, paths into them, and table rows reached through them. */
+export class RefResolver {
+  constructor(
+    private readonly objects: ObjectStore,
+    private readonly tables: TableStore,
+  ) {}
+
+  /**
+   * Every ref is parsed and checked (entity scope, no `latest`, no bare table) before any is read,
+   * so a bad ref fails the batch whatever its position. `mayRead` says whether the key covers an entity.
+   * The refs are walked together; when several fail, the first in the batch's order is the answer.
+   */
+  async readBatch(refs: string[], mayRead: (entity: string) => boolean): Promise<unknown[]> {
+    if (refs.length > MAX_REFS) throw bad(`Refs read batch contains ${refs.length} refs; at most ${MAX_REFS}`)
+    const parsed = refs.map(parseRef)
+    for (const r of parsed) {
+      if (!mayRead(r.entity)) throw new DomainError(403, `This API key may not access entity ${JSON.stringify(r.entity)}`)
+      if (r.kind === 'table') throw bad('Table refs not supported: read a table through the object that holds it')
+      if (r.kind !== 'object' && r.kind !== 'op') throw bad(`Refs of kind ${JSON.stringify(r.kind.slice(0, 50))} cannot be read`)
+      if (r.digest === 'latest') throw bad('Reading refs with `latest` is not supported: name a version digest')
+    }
+    const batch = new Batch(this.objects, this.tables)
+    const settled = await Promise.allSettled(parsed.map((r) => batch.resolve(r)))
+    const failed = settled.find((s) => s.status === 'rejected')
+    if (failed) throw failed.reason
+    return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value)
   }
 }

@@ -1,32 +1,46 @@
+import { createHash, type Hash } from 'node:crypto'
 import type { DuckDBValue } from '@duckdb/node-api'
 import type { Catalog, Tx } from './db.js'
 import { pythonJsonDumps, digestBytes, tableDigest } from './digest.js'
+import {
+  allEntries,
+  entriesAt,
+  insertList,
+  insertRows,
+  readList,
+  rowsBySeq,
+  seqsOf,
+  slice,
+  strList,
+  writeChunks,
+  type Entries,
+  type Reader,
+  type StoredRow,
+  type TableList,
+} from './table-chunks.js'
+import { ENTRIES, orderBy, SortOrderCache } from './table-order.js'
 import { DomainError } from '../core/errors.js'
 import type { TableQueryReq, TableRow, TableStatsRow, TableUpdateSpec } from '../schemas/tables.js'
 
-/** Rows one create, update or create_from_digests may carry (the body limit bounds their bytes). */
-export const MAX_TABLE_ROWS = 100_000
+/** Rows one create or update carries (the body limit bounds their bytes); the Python SDK sends ~10 MB chunks. */
+export const MAX_REQUEST_ROWS = 100_000
+/** Rows one table may hold: a dataset grows past one request by `/table/update` appends. */
+export const MAX_TABLE_ROWS = 10_000_000
+/** Hash states of recently written tables kept so an append hashes only the new rows (a Hash is ~400 bytes). */
+const HASH_STATES = 64
 
-/** A list of strings bound as one JSON parameter: DuckDB cannot type an empty bound list. */
-const strList = (n: number) => `from_json($${n}::JSON, '["VARCHAR"]')`
-
-interface Stored {
-  digest: string
-  dump: string
-}
-
-function checkCount(n: number, what: string): void {
-  if (n > MAX_TABLE_ROWS) throw new DomainError(413, `${n} ${what} in one request; at most ${MAX_TABLE_ROWS}`)
+function checkCount(n: number, max: number, what: string): void {
+  if (n > max) throw new DomainError(413, `${n} ${what}; at most ${max}`)
 }
 
 /** A row as Weave digests it (docs/tables.md); only JSON objects are rows. */
-function toStored(row: unknown, where: string): Stored {
+function toStored(row: unknown, where: string): StoredRow {
   if (row === null || typeof row !== 'object' || Array.isArray(row))
     throw new DomainError(
       400,
       `${where}: a table row must be a JSON object, got ${row === null ? 'null' : Array.isArray(row) ? 'an array' : typeof row}`,
     )
-  return { digest: digestBytes(pythonJsonDumps(row)), dump: JSON.stringify(row) }
+  return { digest: digestBytes(pythonJsonDumps(row)), val_dump: JSON.stringify(row) }
 }
 
 function checkExpected(expected: string | null | undefined, digest: string): void {
@@ -34,7 +48,7 @@ function checkExpected(expected: string | null | undefined, digest: string): voi
 }
 
 /** Applies the updates in order to a copy of the row list; answers the row each one touched. */
-function applyUpdates(list: string[], updates: TableUpdateSpec[], fresh: Stored[]): string[] {
+function applyUpdates(list: string[], updates: TableUpdateSpec[], fresh: StoredRow[]): string[] {
   const touched: string[] = []
   updates.forEach((u, i) => {
     if ('append' in u) {
@@ -56,126 +70,211 @@ function applyUpdates(list: string[], updates: TableUpdateSpec[], fresh: Stored[
   return touched
 }
 
-/** Mixed-type order, as calls sort JSON fields: numbers before strings, missing last, in either direction. */
-function orderBy(sort: TableQueryReq['sort_by'], params: DuckDBValue[]): string {
-  const keys: string[] = []
-  for (const s of sort ?? []) {
-    // The JSON path is a bound parameter, never SQL text; the schema keeps segments to [A-Za-z0-9_-] (no quotes).
-    params.push(
-      '$' +
-        s.field
-          .split('.')
-          .map((seg) => `."${seg}"`)
-          .join(''),
-    )
-    const x = `json_extract_string(r.val_dump, $${params.length})`
-    const dir = s.direction === 'desc' ? 'DESC' : 'ASC'
-    keys.push(`(${x}) IS NULL ASC`, `TRY_CAST(${x} AS DOUBLE) IS NULL ASC`, `TRY_CAST(${x} AS DOUBLE) ${dir}`, `(${x}) ${dir}`)
-  }
-  return `ORDER BY ${[...keys, 'u.i ASC'].join(', ')}`
-}
+const toRow = (digest: string, val_dump: string, original_index: number): TableRow => ({
+  digest,
+  val: JSON.parse(val_dump),
+  original_index,
+})
 
-/** Tables (docs/tables.md): ordered lists of row digests; rows stored once per project and digest. */
+/**
+ * Tables (docs/tables.md): ordered lists of row digests, kept in shared chunks; rows stored once per project
+ * and digest.
+ */
 export class TableStore {
+  private readonly hashes = new Map<string, Hash>()
+  private readonly orders = new SortOrderCache()
+
   constructor(private readonly catalog: Catalog) {}
 
   async create(project: string, rows: unknown[], expected?: string | null): Promise<{ digest: string; row_digests: string[] }> {
-    checkCount(rows.length, 'rows')
+    checkCount(rows.length, MAX_REQUEST_ROWS, 'rows in one request')
     const stored = rows.map((r, i) => toStored(r, `rows[${i}]`))
     const row_digests = stored.map((s) => s.digest)
-    const digest = tableDigest(row_digests)
+    const hash = createHash('sha256').update(row_digests.join(''))
+    const digest = hash.copy().digest('hex')
     checkExpected(expected, digest)
     await this.catalog.transaction(async (tx) => {
-      await insertRows(tx, project, stored)
-      await insertTable(tx, project, digest, row_digests)
+      const seqs = await insertRows(tx, project, stored)
+      const chunks = await writeChunks(tx, project, { digests: row_digests, seqs: row_digests.map((d) => seqs.get(d)!) }, 0)
+      await insertList(tx, project, digest, { n: row_digests.length, ...chunks })
     })
+    this.remember(project, digest, hash)
     return { digest, row_digests }
   }
 
   async update(project: string, base: string, updates: TableUpdateSpec[]): Promise<{ digest: string; updated_row_digests: string[] }> {
-    checkCount(updates.length, 'updates')
+    checkCount(updates.length, MAX_REQUEST_ROWS, 'updates in one request')
     return this.catalog.transaction(async (tx) => {
-      const list = await rowDigests(tx, project, base)
+      const list = await readList(tx, project, base)
       if (!list) throw new DomainError(404, `Table ${base} not found`)
-      checkCount(list.length + updates.length, 'rows')
-      const fresh: Stored[] = []
-      const updated_row_digests = applyUpdates(list, updates, fresh)
-      const digest = tableDigest(list)
-      await insertRows(tx, project, fresh)
-      await insertTable(tx, project, digest, list)
-      return { digest, updated_row_digests }
+      checkCount(list.n + updates.length, MAX_TABLE_ROWS, 'rows in the table')
+      return updates.every((u) => 'append' in u) ? this.append(tx, project, base, list, updates) : this.rewrite(tx, project, list, updates)
     })
+  }
+
+  /** Appends write the new rows' chunks and a list of chunk digests; the base's chunks are shared. */
+  private async append(tx: Tx, project: string, base: string, list: TableList, updates: TableUpdateSpec[]) {
+    const fresh: StoredRow[] = []
+    const updated_row_digests = applyUpdates([], updates, fresh)
+    const hash = (await this.hashOf(tx, project, base, list)).copy()
+    for (const d of updated_row_digests) hash.update(d)
+    const digest = hash.copy().digest('hex')
+    const seqs = await insertRows(tx, project, fresh)
+    const added = await writeChunks(
+      tx,
+      project,
+      { digests: updated_row_digests, seqs: updated_row_digests.map((d) => seqs.get(d)!) },
+      list.n,
+    )
+    const next = {
+      n: list.n + updated_row_digests.length,
+      chunks: [...list.chunks, ...added.chunks],
+      starts: [...list.starts, ...added.starts],
+    }
+    await insertList(tx, project, digest, next)
+    this.remember(project, digest, hash)
+    return { digest, updated_row_digests }
+  }
+
+  /** Pops and inserts: the chunks wholly before the first changed position are kept, the rest written anew. */
+  private async rewrite(tx: Tx, project: string, list: TableList, updates: TableUpdateSpec[]) {
+    const old = await allEntries(tx, project, list)
+    const digests = [...old.digests]
+    const fresh: StoredRow[] = []
+    const updated_row_digests = applyUpdates(digests, updates, fresh)
+    const digest = tableDigest(digests)
+    const seqs = await insertRows(tx, project, fresh)
+    old.digests.forEach((d, i) => seqs.set(d, old.seqs[i]!))
+    let same = 0
+    while (same < digests.length && same < old.digests.length && digests[same] === old.digests[same]) same++
+    let kept = 0
+    while (kept < list.chunks.length && (list.starts[kept + 1] ?? list.n) <= same) kept++
+    const from = list.starts[kept] ?? list.n
+    const rest = digests.slice(Math.min(from, digests.length))
+    const added = await writeChunks(tx, project, { digests: rest, seqs: rest.map((d) => seqs.get(d)!) }, from)
+    const next = {
+      n: digests.length,
+      chunks: [...list.chunks.slice(0, kept), ...added.chunks],
+      starts: [...list.starts.slice(0, kept), ...added.starts],
+    }
+    await insertList(tx, project, digest, next)
+    return { digest, updated_row_digests }
   }
 
   async createFromDigests(project: string, digests: string[], expected?: string | null): Promise<{ digest: string }> {
-    checkCount(digests.length, 'row digests')
-    const digest = tableDigest(digests)
+    checkCount(digests.length, MAX_TABLE_ROWS, 'row digests')
+    const hash = createHash('sha256').update(digests.join(''))
+    const digest = hash.copy().digest('hex')
     checkExpected(expected, digest)
     await this.catalog.transaction(async (tx) => {
       const wanted = [...new Set(digests)]
-      const [found] = await tx.all<{ n: bigint }>(
-        `SELECT count(*) AS n FROM table_rows WHERE project_id = $1 AND list_contains(${strList(2)}, digest)`,
-        [project, JSON.stringify(wanted)],
-      )
-      if (Number(found?.n ?? 0) !== wanted.length)
-        throw new DomainError(400, `${wanted.length - Number(found?.n ?? 0)} of the row digests name no row of ${project}`)
-      await insertTable(tx, project, digest, digests)
+      const seqs = await seqsOf(tx, project, wanted)
+      if (seqs.size !== wanted.length)
+        throw new DomainError(400, `${wanted.length - seqs.size} of the row digests name no row of ${project}`)
+      const chunks = await writeChunks(tx, project, { digests, seqs: digests.map((d) => seqs.get(d)!) }, 0)
+      await insertList(tx, project, digest, { n: digests.length, ...chunks })
     })
+    this.remember(project, digest, hash)
     return { digest }
   }
 
-  /** The table's rows, filtered, sorted and paged in one statement; an unknown table has none. */
+  /** The table's rows, filtered, sorted and paged; an unknown table has none. */
   async query(project: string, q: Omit<TableQueryReq, 'project_id'>): Promise<TableRow[]> {
-    const params: DuckDBValue[] = [project, q.digest]
-    let where = ''
-    if (q.filter?.row_digests) {
-      params.push(JSON.stringify(q.filter.row_digests))
-      where = `WHERE list_contains(${strList(params.length)}, u.d)`
+    const list = await readList(this.catalog, project, q.digest)
+    if (!list) return []
+    if (q.filter?.row_digests) return this.filtered(project, q)
+    const from = q.offset ?? 0
+    const to = q.limit === undefined || q.limit === null ? list.n : from + q.limit
+    if (q.sort_by?.length) {
+      const order = await this.orders.get(this.catalog, project, q.digest, list.n, q.sort_by)
+      const positions = [...order.positions.subarray(from, to)]
+      const inHead = from + positions.length <= order.head.length
+      const rows = inHead ? null : await rowsBySeq(this.catalog, project, [...order.seqs.subarray(from, to)])
+      return positions.map((p, k) => {
+        const r = inHead ? order.head[from + k]! : rows!.get(order.seqs[from + k]!)!
+        return toRow(r.digest, r.val_dump, p)
+      })
     }
-    let sql = `SELECT u.i - 1 AS original_index, u.d AS digest, r.val_dump
-      FROM (SELECT unnest(row_digests) AS d, generate_subscripts(row_digests, 1) AS i FROM tables WHERE project_id = $1 AND digest = $2) u
-      JOIN table_rows r ON r.project_id = $1 AND r.digest = u.d ${where} ${orderBy(q.sort_by, params)}`
+    const e = await slice(this.catalog, project, list, from, to)
+    return this.withValues(project, e, (k) => from + k)
+  }
+
+  /** Rows at the given positions of a table (missing positions left out); null if there is no such table. */
+  async rowsAt(project: string, digest: string, positions: number[]): Promise<Map<number, unknown> | null> {
+    const list = await readList(this.catalog, project, digest)
+    if (!list) return null
+    const inside = [...new Set(positions)].filter((p) => p < list.n)
+    const e = await entriesAt(this.catalog, project, list, inside)
+    const rows = await rowsBySeq(this.catalog, project, e.seqs)
+    return new Map(inside.map((p, k) => [p, JSON.parse(rows.get(e.seqs[k]!)!.val_dump)]))
+  }
+
+  /** Rows of a table by digest (digests it does not list left out); null if there is no such table. */
+  async rowsById(project: string, digest: string, ids: string[]): Promise<Map<string, unknown> | null> {
+    const list = await readList(this.catalog, project, digest)
+    if (!list) return null
+    const found = await this.catalog.all<{ d: string; s: bigint }>(
+      `SELECT DISTINCT d, s FROM (SELECT unnest(row_digests) AS d, unnest(row_seqs) AS s FROM table_chunks
+        WHERE project_id = $1 AND list_contains(${strList(2)}, digest)) WHERE list_contains(${strList(3)}, d)`,
+      [project, JSON.stringify(list.chunks), JSON.stringify([...new Set(ids)])],
+    )
+    const rows = await rowsBySeq(
+      this.catalog,
+      project,
+      found.map((f) => Number(f.s)),
+    )
+    return new Map(found.map((f) => [f.d, JSON.parse(rows.get(Number(f.s))!.val_dump)]))
+  }
+
+  private async withValues(project: string, e: Entries, position: (k: number) => number): Promise<TableRow[]> {
+    const rows = await rowsBySeq(this.catalog, project, e.seqs)
+    return e.digests.map((d, k) => toRow(d, rows.get(e.seqs[k]!)!.val_dump, position(k)))
+  }
+
+  /** With a digest filter: one statement over the table's entries (the filter can keep rows anywhere). */
+  private async filtered(project: string, q: Omit<TableQueryReq, 'project_id'>): Promise<TableRow[]> {
+    const params: DuckDBValue[] = [project, q.digest, JSON.stringify(q.filter!.row_digests)]
+    let sql = `SELECT u.i AS original_index, u.d AS digest, r.val_dump FROM ${ENTRIES} u
+      JOIN table_rows r ON r.project_id = $1 AND r.seq = u.s WHERE list_contains(${strList(3)}, u.d) ${orderBy(q.sort_by, params)}`
     if (q.limit !== undefined && q.limit !== null) sql += ` LIMIT $${params.push(q.limit)}`
     if (q.offset) sql += ` OFFSET $${params.push(q.offset)}`
     const rows = await this.catalog.all<{ original_index: bigint; digest: string; val_dump: string }>(sql, params)
-    return rows.map((r) => ({ digest: r.digest, val: JSON.parse(r.val_dump), original_index: Number(r.original_index) }))
+    return rows.map((r) => toRow(r.digest, r.val_dump, Number(r.original_index)))
   }
 
   /** Row counts (and bytes of the distinct rows listed) of the named tables that exist. */
   async stats(project: string, digests: string[], withSize: boolean): Promise<TableStatsRow[]> {
-    const size = withSize
-      ? `, (SELECT coalesce(sum(strlen(r.val_dump)), 0) FROM table_rows r
-           WHERE r.project_id = t.project_id AND list_contains(t.row_digests, r.digest)) AS size`
-      : ''
-    const rows = await this.catalog.all<{ digest: string; n: bigint; size?: bigint }>(
-      `SELECT t.digest, len(t.row_digests) AS n ${size} FROM tables t WHERE t.project_id = $1 AND list_contains(${strList(2)}, t.digest)`,
-      [project, JSON.stringify(digests)],
-    )
-    const byDigest = new Map(rows.map((r) => [r.digest, r]))
-    return digests.flatMap((d) => {
-      const r = byDigest.get(d)
-      if (!r) return []
-      return [withSize ? { digest: d, count: Number(r.n), storage_size_bytes: Number(r.size ?? 0) } : { digest: d, count: Number(r.n) }]
-    })
+    const out: TableStatsRow[] = []
+    for (const d of digests) {
+      const list = await readList(this.catalog, project, d)
+      if (!list) continue
+      if (!withSize) {
+        out.push({ digest: d, count: list.n })
+        continue
+      }
+      const [r] = await this.catalog.all<{ size: bigint }>(
+        `SELECT coalesce(sum(strlen(val_dump)), 0) AS size FROM table_rows WHERE project_id = $1 AND seq IN
+          (SELECT unnest(row_seqs) FROM table_chunks WHERE project_id = $1 AND list_contains(${strList(2)}, digest))`,
+        [project, JSON.stringify(list.chunks)],
+      )
+      out.push({ digest: d, count: list.n, storage_size_bytes: Number(r?.size ?? 0) })
+    }
+    return out
   }
-}
 
-async function rowDigests(tx: Tx, project: string, digest: string): Promise<string[] | null> {
-  const [r] = await tx.all<{ d: string[] }>('SELECT row_digests AS d FROM tables WHERE project_id = $1 AND digest = $2', [project, digest])
-  return r ? [...r.d] : null
-}
+  /** The running SHA-256 of a table's row digests: from memory, or re-read once from its chunks. */
+  private async hashOf(q: Reader, project: string, digest: string, list: TableList): Promise<Hash> {
+    const kept = this.hashes.get(`${project}\0${digest}`)
+    if (kept) return kept
+    const hash = createHash('sha256').update((await allEntries(q, project, list)).digests.join(''))
+    this.remember(project, digest, hash)
+    return hash
+  }
 
-/** New rows only: one statement, the rows de-duplicated first (a conflict within one INSERT is an error). */
-async function insertRows(tx: Tx, project: string, stored: Stored[]): Promise<void> {
-  const unique = new Map(stored.map((s) => [s.digest, s.dump]))
-  if (unique.size === 0) return
-  await tx.run(`INSERT INTO table_rows SELECT $1, unnest(${strList(2)}), unnest(${strList(3)}) ON CONFLICT DO NOTHING`, [
-    project,
-    JSON.stringify([...unique.keys()]),
-    JSON.stringify([...unique.values()]),
-  ])
-}
-
-async function insertTable(tx: Tx, project: string, digest: string, rows: string[]): Promise<void> {
-  await tx.run(`INSERT INTO tables VALUES ($1, $2, ${strList(3)}, now()) ON CONFLICT DO NOTHING`, [project, digest, JSON.stringify(rows)])
+  private remember(project: string, digest: string, hash: Hash): void {
+    const key = `${project}\0${digest}`
+    this.hashes.delete(key)
+    this.hashes.set(key, hash)
+    if (this.hashes.size > HASH_STATES) this.hashes.delete(this.hashes.keys().next().value!)
+  }
 }

@@ -1,5 +1,12 @@
 import path from 'node:path'
 
+/** `--tool-call-parser` values: the parsers in inference/parsers/tool-parsers.ts. */
+export const TOOL_PARSERS = ['hermes', 'llama3_json'] as const
+export type ToolParserName = (typeof TOOL_PARSERS)[number]
+/** `--reasoning-parser` values: the parsers in inference/parsers/reasoning.ts. */
+export const REASONING_PARSERS = ['deepseek_r1', 'qwen3'] as const
+export type ReasoningParserName = (typeof REASONING_PARSERS)[number]
+
 /** Everything the server reads from its environment and flags, resolved once at start. */
 export interface Config {
   host: string
@@ -8,6 +15,8 @@ export interface Config {
   /** Admin key set from the environment (WEFT_API_KEY); ensured present at start. */
   apiKey?: string
   maxBodyBytes: number
+  /** Largest file `/file/create` stores (413 past it); uploads stream to disk, so this is not a memory bound. */
+  maxFileBytes: number
   /** Origins allowed by CORS; '*' allows any. */
   corsOrigins: string[]
   /** Peers whose X-Forwarded-For is believed (exact addresses). */
@@ -48,6 +57,10 @@ export interface Config {
   inferenceBackend: string
   /** Workers per model, each with its own copy of the weights (one wasm worker computes on one core). */
   modelReplicas: number
+  /** Tool-call parser for `tool_choice: "auto"` (hermes, llama3_json); null: the one the model's template calls for. */
+  toolCallParser: ToolParserName | null
+  /** Reasoning parser (deepseek_r1, qwen3); null: reasoning stays in the content. */
+  reasoningParser: ReasoningParserName | null
 }
 
 export const DEFAULTS = {
@@ -55,6 +68,7 @@ export const DEFAULTS = {
   port: 8000,
   dataDir: './data',
   maxBodyBytes: 32 * 1024 * 1024,
+  maxFileBytes: 1024 * 1024 * 1024,
   corsOrigins: ['*'],
   trustedProxies: [] as string[],
   geoDenyList: ['CU', 'IR', 'KP', 'SY'],
@@ -84,6 +98,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'data-dir': 'WEFT_DATA_DIR',
   'api-key': 'WEFT_API_KEY',
   'max-body-bytes': 'WEFT_MAX_BODY_BYTES',
+  'max-file-bytes': 'WEFT_MAX_FILE_BYTES',
   'cors-origins': 'WEFT_CORS_ORIGINS',
   'trusted-proxies': 'WEFT_TRUSTED_PROXIES',
   'geo-deny': 'WEFT_GEO_DENY',
@@ -106,6 +121,8 @@ const FLAG_TO_ENV: Record<string, string> = {
   'prefill-chunk': 'WEFT_PREFILL_CHUNK',
   'inference-backend': 'WEFT_INFERENCE_BACKEND',
   'model-replicas': 'WEFT_MODEL_REPLICAS',
+  'tool-call-parser': 'WEFT_TOOL_CALL_PARSER',
+  'reasoning-parser': 'WEFT_REASONING_PARSER',
 }
 
 export class ConfigError extends Error {}
@@ -178,6 +195,7 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     dataDir: path.resolve(get('data-dir') || DEFAULTS.dataDir),
     apiKey: apiKey ? apiKey : undefined,
     maxBodyBytes: int('max-body-bytes', get('max-body-bytes'), DEFAULTS.maxBodyBytes, 1024, 2 ** 31),
+    maxFileBytes: int('max-file-bytes', get('max-file-bytes'), DEFAULTS.maxFileBytes, 1024, 2 ** 42),
     corsOrigins: list(get('cors-origins'), DEFAULTS.corsOrigins),
     trustedProxies: list(get('trusted-proxies'), DEFAULTS.trustedProxies),
     geoDenyList: list(get('geo-deny'), DEFAULTS.geoDenyList).map((c) => c.toUpperCase()),
@@ -200,6 +218,8 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     prefillChunk: int('prefill-chunk', get('prefill-chunk'), DEFAULTS.prefillChunk, 1, 1_000_000),
     inferenceBackend: oneOf('inference-backend', get('inference-backend'), ['auto', 'tensorflow', 'wasm', 'cpu'] as const, 'auto'),
     modelReplicas: int('model-replicas', get('model-replicas'), DEFAULTS.modelReplicas, 1, 64),
+    toolCallParser: get('tool-call-parser') ? oneOf('tool-call-parser', get('tool-call-parser'), TOOL_PARSERS, 'hermes') : null,
+    reasoningParser: get('reasoning-parser') ? oneOf('reasoning-parser', get('reasoning-parser'), REASONING_PARSERS, 'qwen3') : null,
   }
 }
 

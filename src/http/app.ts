@@ -27,6 +27,11 @@ export interface Exchange {
   onAbort(cb: () => void): void
   /** Resolves with the whole body; rejects with a 413 DomainError past `limit` bytes. */
   readBody(limit: number): Promise<Buffer>
+  /**
+   * The body as it arrives, pausing the socket while the reader lags; iterating throws a 413 DomainError past
+   * `limit` bytes. Must be called in the request's first tick. A transport without it has bodies read whole.
+   */
+  streamBody?(limit: number): AsyncIterable<Buffer>
   send(status: number, headers: [string, string][], body: string | Buffer, close: boolean): void
   beginStream(status: number, headers: [string, string][]): void
   /** Resolves when the transport can take more (backpressure), or at once if the client left. */
@@ -232,14 +237,18 @@ export class App {
   ): Promise<Ctx> {
     const { def } = route
     let rawBody: Buffer | undefined
+    let bodyStream: AsyncIterable<Buffer> | undefined
     let body: unknown = undefined
     const declared = ex.headers['content-length']
     const hasBody = (declared !== '' && declared !== '0') || ex.headers['transfer-encoding'] !== ''
-    if (declared !== '' && Number(declared) > this.opts.maxBodyBytes) {
-      throw tooLarge(this.opts.maxBodyBytes)
+    const limit = def.streamBody?.maxBytes ?? this.opts.maxBodyBytes
+    if (declared !== '' && Number(declared) > limit) {
+      throw tooLarge(limit)
     }
-    if (hasBody || def.body || def.rawBody) {
-      rawBody = await ex.readBody(this.opts.maxBodyBytes)
+    if (def.streamBody) {
+      bodyStream = !hasBody ? emptyBody() : ex.streamBody ? ex.streamBody(limit) : wholeBody(ex.readBody(limit))
+    } else if (hasBody || def.body || def.rawBody) {
+      rawBody = await ex.readBody(limit)
     }
     if (def.body && !def.rawBody) {
       body = parseJson(rawBody ?? Buffer.alloc(0))
@@ -252,7 +261,7 @@ export class App {
       const problems = route.query(query)
       if (problems) throw validationError(problems)
     }
-    return new RequestContext(ex, def, params, query, body, rawBody, requestId, principal, this.opts)
+    return new RequestContext(ex, def, params, query, body, { rawBody, bodyStream }, requestId, principal, this.opts)
   }
 
   private async write(ex: Exchange, base: [string, string][], reply: Reply): Promise<number> {
@@ -330,6 +339,17 @@ export function tooLarge(limit: number): DomainError {
   return new DomainError(413, `Request body is larger than the limit of ${limit} bytes`)
 }
 
+async function* emptyBody(): AsyncGenerator<Buffer> {}
+
+/** For transports that cannot stream a body: the whole of it, as one chunk. */
+function wholeBody(read: Promise<Buffer>): AsyncIterable<Buffer> {
+  // Reading starts now; a failure before the handler iterates must not count as an unhandled rejection.
+  read.catch(() => {})
+  return (async function* () {
+    yield await read
+  })()
+}
+
 /** A query string as an object; a repeated key becomes an array. */
 export function queryObject(q: string): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = Object.create(null)
@@ -350,6 +370,7 @@ class RequestContext implements Ctx {
   readonly path: string
   readonly headers: RequestHeaders
   readonly rawBody?: Buffer
+  readonly bodyStream?: AsyncIterable<Buffer>
   private ip?: string
   private abort?: AbortController
 
@@ -359,7 +380,7 @@ class RequestContext implements Ctx {
     readonly params: Record<string, string>,
     readonly query: unknown,
     readonly body: unknown,
-    rawBody: Buffer | undefined,
+    bodies: { rawBody?: Buffer; bodyStream?: AsyncIterable<Buffer> },
     readonly requestId: string,
     readonly principal: Principal | null,
     private readonly opts: AppOptions,
@@ -367,7 +388,8 @@ class RequestContext implements Ctx {
     this.method = ex.method as Method
     this.path = ex.path
     this.headers = ex.headers
-    this.rawBody = def.rawBody ? rawBody : undefined
+    this.rawBody = def.rawBody ? bodies.rawBody : undefined
+    this.bodyStream = bodies.bodyStream
   }
 
   get log(): Logger {

@@ -3,6 +3,7 @@ import type { HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.j
 import { statusLine, tooLarge, type App, type Exchange } from './app.js'
 import { DomainError } from '../core/errors.js'
 import { READ_HEADERS, type RequestHeaders } from '../api/route.js'
+import { BodyStream } from './body-stream.js'
 
 const STATUS = new Map<number, string>()
 function status(code: number): string {
@@ -16,6 +17,8 @@ class UwsExchange implements Exchange {
   private finished = false
   private abortCbs: (() => void)[] = []
   private peer: string | undefined
+  /** A body being streamed to the handler (streamBody routes). */
+  private body: BodyStream | undefined
 
   constructor(
     private readonly res: HttpResponse,
@@ -67,8 +70,34 @@ class UwsExchange implements Exchange {
     })
   }
 
+  streamBody(limit: number): AsyncIterable<Buffer> {
+    const body = (this.body = new BodyStream(limit, {
+      pause: () => this.live() && this.res.pause(),
+      resume: () => this.live() && this.res.resume(),
+    }))
+    this.onAbort(() => body.fail(new DomainError(400, 'Client disconnected')))
+    // Registered now, in the request's first tick: uWS drops body data that arrives with no handler set.
+    this.res.onData((chunk, isLast) => body.push(chunk, isLast))
+    return body
+  }
+
+  private live(): boolean {
+    return !this.aborted && !this.finished
+  }
+
+  /**
+   * A reply sent before a streamed body was all read (an early 4xx) closes the connection: the unread rest
+   * would otherwise be parsed as the next request.
+   */
+  private unreadBody(): boolean {
+    if (!this.body || this.body.complete) return false
+    this.body.discard()
+    return true
+  }
+
   send(code: number, headers: [string, string][], body: string | Buffer, close: boolean): void {
     if (this.aborted || this.finished) return
+    close = this.unreadBody() || close
     this.finished = true
     this.res.cork(() => {
       this.res.writeStatus(status(code))
@@ -104,6 +133,7 @@ class UwsExchange implements Exchange {
 
   endStream(close: boolean): void {
     if (this.aborted || this.finished) return
+    close = this.unreadBody() || close
     this.finished = true
     this.res.cork(() => {
       this.res.end(undefined, close)

@@ -15,6 +15,8 @@ import {
   type PromptRequest,
 } from './request.js'
 import { TemplateError, type ModelTokenizer } from './tokenizer.js'
+import { applyTokenMask } from './logits-processors.js'
+import { GrammarError, type Grammars } from './structured/grammars.js'
 
 /** One sequence's part of a step: the tokens it feeds, from which position, and what the step's logits are for. */
 interface Work {
@@ -41,6 +43,8 @@ export class Engine {
   private stopped = false
   private readonly out: Output
   private readonly preparer: Preparer
+  /** Requests whose grammar is being compiled: not yet queued, but cancellable. */
+  private readonly compiling = new Map<string, Active>()
 
   constructor(
     private readonly model: LlamaModel,
@@ -48,6 +52,8 @@ export class Engine {
     private readonly defaults: GenerationDefaults,
     private readonly opts: EngineOptions,
     private readonly emit: (e: WorkerEvent) => void,
+    /** Structured outputs for this model's vocabulary; null: requests with a constraint are refused. */
+    private readonly grammars: Grammars | null = null,
   ) {
     this.out = new Output(tok, model.maxPositions, emit)
     this.preparer = { model, tok, defaults, opts }
@@ -63,29 +69,80 @@ export class Engine {
     }
   }
 
-  /** Renders and tokenizes the request, checks it, and queues it; errors are emitted, not thrown. */
+  /**
+   * Renders and tokenizes the request, checks it, and queues it; errors are emitted, not thrown. A
+   * request with a constraint has its grammar compiled (or found in the cache) first, at admission:
+   * the running batch never waits for it, and a grammar xgrammar rejects is a 400 before any output.
+   */
   submit(req: GenerateRequest): void {
     try {
       const a = prepare(this.preparer, req)
+      if (!req.constraint) return this.enqueue(a)
+      if (!this.grammars) throw new RequestError(400, 'Structured outputs are not available for this model.', 'structured_outputs')
+      this.compiling.set(req.id, a)
+      this.withGrammar(a, this.grammars).then(
+        () => {
+          this.compiling.delete(req.id)
+          if (a.cancelled) this.disposeGrammars(a)
+          else this.enqueue(a)
+        },
+        (e) => {
+          this.compiling.delete(req.id)
+          this.disposeGrammars(a)
+          this.refuse(req.id, e)
+        },
+      )
+    } catch (e) {
+      this.refuse(req.id, e)
+    }
+  }
+
+  private enqueue(a: Active): void {
+    try {
       if (this.waiting.length >= this.opts.maxWaiting)
         throw new RequestError(429, `The server is at capacity: ${this.waiting.length} requests are waiting. Retry later.`)
-      this.waiting.push(a)
-      if (this.opts.priority) this.waiting.sort((x, y) => x.req.priority - y.req.priority || x.arrived - y.arrived)
-      this.emit({ type: 'accepted', id: req.id, promptTokens: a.promptIds.length, promptIds: a.promptIds, queuedMs: 0 })
-      this.wake?.()
     } catch (e) {
-      const err =
-        e instanceof RequestError
-          ? e
-          : e instanceof TemplateError
-            ? new RequestError(400, e.message)
+      this.disposeGrammars(a)
+      return this.refuse(a.req.id, e)
+    }
+    this.waiting.push(a)
+    if (this.opts.priority) this.waiting.sort((x, y) => x.req.priority - y.req.priority || x.arrived - y.arrived)
+    this.emit({ type: 'accepted', id: a.req.id, promptTokens: a.promptIds.length, promptIds: a.promptIds, queuedMs: 0 })
+    this.wake?.()
+  }
+
+  private refuse(id: string, e: unknown): void {
+    const err =
+      e instanceof RequestError
+        ? e
+        : e instanceof TemplateError
+          ? new RequestError(400, e.message)
+          : e instanceof GrammarError
+            ? new RequestError(400, e.message, 'structured_outputs')
             : new RequestError(500, 'Internal server error')
-      if (err.status === 500) console.error(e)
-      this.emit({ type: 'error', id: req.id, status: err.status, message: err.message, param: err.param })
+    if (err.status === 500) console.error(e)
+    this.emit({ type: 'error', id, status: err.status, message: err.message, param: err.param })
+  }
+
+  /** The compiled grammar of the request's constraint, and a matcher on it for each choice. */
+  private async withGrammar(a: Active, grammars: Grammars): Promise<void> {
+    const compiled = await grammars.compile(a.req.constraint!)
+    for (const c of a.choices) c.grammar = await grammars.matcher(compiled, a.req.stopTokenIds)
+  }
+
+  private disposeGrammars(a: Active): void {
+    for (const c of a.choices) {
+      c.grammar?.dispose()
+      c.grammar = null
     }
   }
 
   cancel(id: string): void {
+    const compiling = this.compiling.get(id)
+    if (compiling) {
+      compiling.cancelled = true
+      return
+    }
     const w = this.waiting.findIndex((a) => a.req.id === id)
     if (w >= 0) {
       this.waiting.splice(w, 1)
@@ -124,7 +181,8 @@ export class Engine {
         continue
       }
       try {
-        this.step()
+        const work = this.schedule()
+        this.step(work, await this.masks(work))
       } catch (e) {
         console.error(e)
         for (const a of this.running.splice(0)) this.fail(a, 'Internal server error')
@@ -150,6 +208,7 @@ export class Engine {
 
   private release(a: Active): void {
     for (const c of a.choices) c.cache.dispose()
+    this.disposeGrammars(a)
     this.kvUsed -= a.reserved
   }
 
@@ -158,15 +217,43 @@ export class Engine {
     this.emit({ type: 'error', id: a.req.id, status: 500, message })
   }
 
+  /**
+   * The grammar masks of the sequences that sample this step. A matcher's state depends only on the
+   * tokens already taken, so the masks are made before the forward pass.
+   */
+  private async masks(work: Work[]): Promise<Map<Choice, Int32Array> | null> {
+    let out: Map<Choice, Int32Array> | null = null
+    for (const w of work) {
+      if (!w.samples) continue
+      for (const c of this.sampling(w)) {
+        if (!c.grammar) continue
+        out ??= new Map()
+        out.set(c, c.grammar.terminated ? this.stopOnlyMask() : await c.grammar.nextMask())
+      }
+    }
+    return out
+  }
+
+  /** After the grammar is complete only end-of-sequence may follow (it reaches here only with ignore_eos). */
+  private stopOnlyMask(): Int32Array {
+    const mask = new Int32Array(Math.ceil(this.model.vocabSize / 32))
+    for (const id of this.tok.eosIds) if (id < this.model.vocabSize) mask[id >> 5]! |= 1 << (id & 31)
+    return mask
+  }
+
+  /** The choices that sample from a work item's logits: every choice still to start after the prompt, else its own. */
+  private sampling(w: Work): Choice[] {
+    return w.choice.output.length === 0 ? w.active.choices.filter((x) => x.output.length === 0 && !x.finished) : [w.choice]
+  }
+
   /** One forward pass over the batch: prompt chunks and decode tokens together, then sampling and events. */
-  private step(): void {
-    const work = this.schedule()
+  private step(work: Work[], masks: Map<Choice, Int32Array> | null): void {
     if (!work.length) return
     const logits = this.model.forward(work.map((w) => ({ tokens: w.tokens, cache: w.choice.cache, allLogits: w.all })))
     const t = now()
     for (const [i, w] of work.entries()) {
       const l = logits[i]!
-      if (!w.active.cancelled && (w.samples || w.all)) this.take(w, l.dataSync() as Float32Array, t)
+      if (!w.active.cancelled && (w.samples || w.all)) this.take(w, l.dataSync() as Float32Array, t, masks)
       l.dispose()
     }
     for (let i = this.running.length - 1; i >= 0; i--) {
@@ -208,7 +295,7 @@ export class Engine {
   }
 
   /** Uses one sequence's logits: prompt logprobs, then the next token of it (or, after the prompt, of every choice). */
-  private take(w: Work, data: Float32Array, t: number): void {
+  private take(w: Work, data: Float32Array, t: number, masks: Map<Choice, Int32Array> | null): void {
     const V = this.model.vocabSize
     if (w.all) this.out.promptLogprobs(w.active, data, w.from, w.tokens.length, V)
     if (!w.samples) return
@@ -217,9 +304,13 @@ export class Engine {
     const a = w.active
     if (w.choice.pos === a.promptIds.length && w.choice.output.length === 0) this.fork(a, w.choice)
     // Every choice still to start samples its first token from the prompt's last logits.
-    for (const c of w.choice.output.length === 0 ? a.choices.filter((x) => x.output.length === 0 && !x.finished) : [w.choice]) {
+    for (const c of this.sampling(w)) {
       const own = c === w.choice && a.choices.length === 1 ? row : row.slice()
-      this.out.advance(a, c, c.sampler.sample(own, c.output), t)
+      const mask = masks?.get(c)
+      if (mask) applyTokenMask(own, mask)
+      const s = c.sampler.sample(own, c.output)
+      c.grammar?.accept(s.token)
+      this.out.advance(a, c, s, t)
     }
   }
 

@@ -80,6 +80,21 @@ export const LOGITS_PROCESSORS: readonly LogitsProcessor[] = [
   frequencyPresencePenalties,
 ]
 
+/**
+ * The structured-output mask (xgrammar's bitmask: bit i set when token i may come next) makes every
+ * other token impossible. It runs before everything else, raw logprobs included (vLLM's step 0), so
+ * it is not in LOGITS_PROCESSORS: the engine applies it to the logits it hands the sampler.
+ */
+export function applyTokenMask(logits: Float32Array, mask: Int32Array): void {
+  const V = logits.length
+  for (let w = 0; w < mask.length; w++) {
+    const bits = mask[w]!
+    if (bits === -1) continue
+    const end = Math.min(V, (w + 1) << 5)
+    for (let i = w << 5; i < end; i++) if ((bits & (1 << (i & 31))) === 0) logits[i] = -Infinity
+  }
+}
+
 /** Greedy: the first largest logit. */
 export function argmax(logits: Float32Array): number {
   let token = 0

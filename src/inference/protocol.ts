@@ -3,6 +3,10 @@
  * runs the model and detokenizes; the HTTP side only validates, forwards and writes responses.
  */
 import type { TemplateMessage } from './tokenizer.js'
+import type { ToolParserName } from '../core/config.js'
+import type { Constraint } from './structured/constraint.js'
+
+export type { Constraint, ConstraintKind } from './structured/constraint.js'
 
 /** A chat request as the engine takes it: validated, sampling fields still null where the model's defaults apply. */
 export interface GenerateRequest {
@@ -45,6 +49,8 @@ export interface GenerateRequest {
   stream: boolean
   /** Top alternatives per prompt token; null: no prompt logprobs. */
   promptLogprobs: number | null
+  /** Structured outputs: decoding is masked to this grammar; null: free. */
+  constraint: Constraint | null
 }
 
 export type PromptLogprobs = (Record<string, { logprob: number; rank: number; decoded_token: string }> | null)[]
@@ -112,6 +118,8 @@ export interface ModelInfo {
   backend: string
   architecture: string
   parameters: number
+  /** The tool-call parser the chat template's conventions call for (`<tool_call>` → hermes); null: unclear. */
+  toolCallParser?: ToolParserName | null
 }
 
 /** What an engine holds right now. */

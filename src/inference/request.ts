@@ -11,6 +11,7 @@ import { Rng } from './rng.js'
 import { Sampler } from './sampler.js'
 import { GREEDY_BELOW, type SamplingParams } from './sampling-params.js'
 import type { ModelTokenizer } from './tokenizer.js'
+import type { TokenMatcher } from './structured/grammars.js'
 
 export interface EngineOptions {
   /** Sequences (choices) decoded together at most. */
@@ -65,6 +66,8 @@ export interface Choice {
   firstAt: number
   lastAt: number
   gaps: number
+  /** Its place in the structured-output grammar; null: unconstrained. */
+  grammar: TokenMatcher | null
 }
 
 export interface Active {
@@ -266,5 +269,6 @@ function newChoice(index: number, sampler: Sampler, cache: KVCache): Choice {
     firstAt: 0,
     lastAt: 0,
     gaps: 0,
+    grammar: null,
   }
 }

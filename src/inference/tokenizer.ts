@@ -50,6 +50,8 @@ export class ModelTokenizer {
     private readonly config: TokenizerConfig,
     readonly chatTemplate: string | null,
     eos: number[],
+    /** A `tool_use` template of a model that names its templates: used when the request has tools. */
+    private readonly toolTemplate: string | null,
     vocabSize: number,
   ) {
     this.vocabSize = vocabSize
@@ -67,9 +69,13 @@ export class ModelTokenizer {
     }
     const tok = new Tokenizer(json, config)
     let template: string | null = null
+    let toolTemplate: string | null = null
     const t = config.chat_template
     if (typeof t === 'string') template = t
-    else if (Array.isArray(t)) template = t.find((x) => x.name === 'default')?.template ?? t[0]?.template ?? null
+    else if (Array.isArray(t)) {
+      template = t.find((x) => x.name === 'default')?.template ?? t[0]?.template ?? null
+      toolTemplate = t.find((x) => x.name === 'tool_use')?.template ?? null
+    }
     // A separate chat_template.jinja (newer model repositories) wins over nothing.
     if (template === null) template = await fs.readFile(path.join(dir, 'chat_template.jinja'), 'utf8').catch(() => null)
     const eos = new Set(generationEos)
@@ -79,7 +85,7 @@ export class ModelTokenizer {
       const id = tok.token_to_id(eosToken)
       if (id !== undefined) eos.add(id)
     }
-    return new ModelTokenizer(tok, config, template, [...eos], vocabSize)
+    return new ModelTokenizer(tok, config, template, [...eos], toolTemplate, vocabSize)
   }
 
   encode(text: string, addSpecialTokens: boolean): number[] {
@@ -134,7 +140,7 @@ export class ModelTokenizer {
 
   /** Renders the conversation with the chat template (HF's apply_chat_template, as vLLM calls it). */
   render(messages: TemplateMessage[], o: RenderOptions): string {
-    const source = o.template ?? this.chatTemplate
+    const source = o.template ?? (o.tools?.length && this.toolTemplate ? this.toolTemplate : this.chatTemplate)
     if (source === null || source === undefined) throw new TemplateError(NO_TEMPLATE)
     let tpl = this.templates.get(source)
     if (!tpl) {

@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises'
+import { toolParserForTemplate } from './parsers/tool-parsers.js'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import type { MessagePort } from 'node:worker_threads'
@@ -10,6 +11,8 @@ import { ModelTokenizer } from './tokenizer.js'
 import { Engine } from './engine.js'
 import type { EngineOptions, GenerationDefaults } from './request.js'
 import type { ModelInfo, WorkerCommand, WorkerEvent } from './protocol.js'
+import { Grammars } from './structured/grammars.js'
+import { readGrammarVocab } from './structured/vocab.js'
 
 export interface WorkerConfig {
   modelDir: string
@@ -89,7 +92,8 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
   const backend = await chooseBackend(config.backend)
   const dir = config.modelDir
   const m = await loadModel(dir)
-  const engine = new Engine(m.model, m.tok, m.gen, config.engine, emit)
+  const grammars = new Grammars(await readGrammarVocab(dir, m.cfg.vocab_size, m.tok.eosIds))
+  const engine = new Engine(m.model, m.tok, m.gen, config.engine, emit, grammars)
   const info: ModelInfo = {
     name: config.servedName,
     root: dir,
@@ -98,6 +102,7 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
     backend,
     architecture: m.arch,
     parameters: m.parameters,
+    toolCallParser: toolParserForTemplate(m.tok.chatTemplate),
   }
   port.on('message', (c: WorkerCommand) => answer(c, engine, m, emit))
   emit({ type: 'ready', model: info })

@@ -1,104 +1,37 @@
-import type { DuckDBValue } from '@duckdb/node-api'
 import { DomainError } from '../core/errors.js'
+import type { Compiled } from './compiled.js'
+import { boundValues, callField } from './fields.js'
+import { Params } from './params.js'
 
 /**
- * Weave's query language (`{"$expr": ...}`, docs/calls-and-storage.md) compiled to DuckDB SQL over the merged
- * call relation. User values only ever become bound parameters; field names are checked against an
- * allow-list and JSON paths are bound as parameters too, so no user string reaches SQL text.
+ * Weave's query language (`{"$expr": ...}`, docs/calls-and-storage.md) compiled to DuckDB SQL, with
+ * the semantics of Weave's ClickHouse server: JSON fields read as text (`''` when missing), a failed
+ * `$convert` is NULL, and NULL follows SQL's three-valued logic through `$not`, `$and` and `$or` — the
+ * caller keeps a row only where the whole condition is true. Fields come from a resolver, one per
+ * table (calls: fields.ts; feedback: catalog/feedback-query.ts). User values only ever become bound
+ * parameters; field names are checked by the resolver and JSON paths are bound too.
  */
-export class Params {
-  readonly values: DuckDBValue[] = []
-  add(v: DuckDBValue): string {
-    this.values.push(v)
-    return `$${this.values.length}`
-  }
-}
+export { Params } from './params.js'
+export { CALL_COLUMNS, DERIVED } from './fields.js'
 
-type SqlType = 'string' | 'number' | 'bool' | 'timestamp' | 'null' | 'any'
-interface Compiled {
-  sql: string
-  type: SqlType
-  /** Set for JSON fields: the column and bound path, for `$convert: exists`. */
-  json?: { column: string; path: string }
-  /** Set for a literal: its value, for `IS NULL` rewriting. */
-  literal?: unknown
+export type Resolver = (field: string, params: Params) => Compiled
+
+export interface CompileOptions {
+  resolve: Resolver
+  /** Compare a JSON field with a number as a number (feedback queries); otherwise 400, as Weave. */
+  lenientJson?: boolean
 }
 
 const MAX_NODES = 2000
 const MAX_DEPTH = 64
+const CMP: Record<string, string> = { $eq: '=', $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' }
 
-/** Top-level call columns a query may name, with the merged relation's column and its type. */
-export const CALL_COLUMNS: Record<string, { sql: string; type: SqlType }> = {
-  id: { sql: 'm.id', type: 'string' },
-  project_id: { sql: 'm.project_id', type: 'string' },
-  trace_id: { sql: 'm.trace_id', type: 'string' },
-  parent_id: { sql: 'm.parent_id', type: 'string' },
-  thread_id: { sql: 'm.thread_id', type: 'string' },
-  turn_id: { sql: 'm.turn_id', type: 'string' },
-  op_name: { sql: 'm.op_name', type: 'string' },
-  display_name: { sql: 'm.display_name', type: 'string' },
-  exception: { sql: 'm.exception', type: 'string' },
-  started_at: { sql: 'm.started_at', type: 'timestamp' },
-  ended_at: { sql: 'm.ended_at', type: 'timestamp' },
-  svc_user_id: { sql: 'm.user_id', type: 'string' },
-  wb_user_id: { sql: 'm.user_id', type: 'string' },
-  svc_run_id: { sql: 'm.run_id', type: 'string' },
-  wb_run_id: { sql: 'm.run_id', type: 'string' },
-  svc_run_step: { sql: 'm.run_step', type: 'number' },
-  wb_run_step: { sql: 'm.run_step', type: 'number' },
-  svc_run_step_end: { sql: 'm.run_step_end', type: 'number' },
-  wb_run_step_end: { sql: 'm.run_step_end', type: 'number' },
-}
-
-/** Derived at read time from the merged call (docs/calls-and-storage.md). */
-export const DERIVED: Record<string, { sql: string; type: SqlType }> = {
-  'summary.weave.status': {
-    sql: `(CASE WHEN m.exception IS NOT NULL THEN 'error' WHEN m.ended_at IS NULL THEN 'running'
-      WHEN coalesce(TRY_CAST(json_extract_string(m.summary, '$.status_counts.error') AS BIGINT), 0) > 0 THEN 'descendant_error'
-      ELSE 'success' END)`,
-    type: 'string',
-  },
-  'summary.weave.latency_ms': { sql: '(epoch_ms(m.ended_at) - epoch_ms(m.started_at))', type: 'number' },
-  'summary.weave.trace_name': {
-    sql: `coalesce(nullif(m.display_name, ''), nullif(regexp_extract(m.op_name, '/([^/:]*):', 1), ''), m.op_name)`,
-    type: 'string',
-  },
-}
-
-const JSON_ROOTS: Record<string, string> = { inputs: 'm.inputs', output: 'm.output', attributes: 'm.attributes', summary: 'm.summary' }
-
-/** `a.b.0.c` under a JSON column → the JSON path `$."b"[0]."c"`, keys quoted so no key is syntax. */
-function jsonPath(segments: string[]): string {
-  let p = '$'
-  for (const s of segments) {
-    if (/^(0|[1-9]\d{0,8})$/.test(s)) p += `[${s}]`
-    else p += '.' + JSON.stringify(s)
-  }
-  return p
-}
-
-/** A field reference (`$getField` and sort keys) as SQL. */
-export function fieldSql(field: string, params: Params): Compiled {
-  if (typeof field !== 'string' || field.length === 0 || field.length > 512)
-    throw new DomainError(400, 'Field names must be non-empty strings of at most 512 characters')
-  const col = CALL_COLUMNS[field]
-  if (col) return { sql: col.sql, type: col.type }
-  const derived = DERIVED[field]
-  if (derived) return { sql: derived.sql, type: derived.type }
-  const dot = field.indexOf('.')
-  const root = dot < 0 ? field : field.slice(0, dot)
-  const column = JSON_ROOTS[root]
-  if (!column) throw new DomainError(403, `Invalid field: ${JSON.stringify(field)} is not a field calls can be filtered or sorted on`)
-  if (dot < 0) return { sql: `CAST(${column} AS VARCHAR)`, type: 'string' }
-  const segs = field.slice(dot + 1).split('.')
-  if (segs.some((s) => s.length === 0)) throw new DomainError(403, `Invalid field: ${JSON.stringify(field)} has an empty path segment`)
-  const path = params.add(jsonPath(segs))
-  return { sql: `json_extract_string(${column}, ${path})`, type: 'string', json: { column, path } }
-}
-
-class Compiler {
+export class Compiler {
   private nodes = 0
-  constructor(private readonly params: Params) {}
+  constructor(
+    private readonly params: Params,
+    private readonly opts: CompileOptions,
+  ) {}
 
   operation(op: unknown, depth: number): Compiled {
     const [name, arg] = this.operator(op, depth)
@@ -108,7 +41,7 @@ class Compiler {
         return this.literal(arg)
       case '$getField':
         if (typeof arg !== 'string') throw new DomainError(400, '$getField takes a field name string')
-        return fieldSql(arg, this.params)
+        return this.opts.resolve(arg, this.params)
       case '$convert':
         return this.convert(arg, d)
       case '$and':
@@ -154,29 +87,27 @@ class Compiler {
     return { sql: '(' + parts.join(name === '$and' ? ' AND ' : ' OR ') + ')', type: 'bool' }
   }
 
+  /** `NOT (x)`: a NULL stays NULL (the row is left out), as in ClickHouse. */
   private not(arg: unknown, d: number): Compiled {
     if (!Array.isArray(arg) || arg.length !== 1) throw new DomainError(400, '$not takes a list of exactly one operand')
-    return { sql: `(NOT coalesce(${this.bool(this.operation(arg[0], d))}, false))`, type: 'bool' }
+    return { sql: `(NOT (${this.bool(this.operation(arg[0], d))}))`, type: 'bool' }
   }
 
   private in(arg: unknown, d: number): Compiled {
     if (!Array.isArray(arg) || arg.length !== 2 || !Array.isArray(arg[1])) throw new DomainError(400, '$in takes [operand, [operand, ...]]')
     const left = this.operation(arg[0], d)
     if ((arg[1] as unknown[]).length === 0) return { sql: 'false', type: 'bool' }
-    const items = (arg[1] as unknown[]).map((x) => this.coerceFor(left, this.operation(x, d)))
-    return { sql: `(${left.sql} IN (${items.join(', ')}))`, type: 'bool' }
+    const items = (arg[1] as unknown[]).map((x) => this.coerce(left, this.operation(x, d)))
+    return { sql: `(${items[0]!.left} IN (${items.map((i) => i.right).join(', ')}))`, type: 'bool' }
   }
 
   private contains(arg: unknown, d: number): Compiled {
     const a = arg as { input?: unknown; substr?: unknown; case_insensitive?: unknown }
-    if (!a || typeof a !== 'object' || a.input === undefined || a.substr === undefined)
+    if (!a || typeof a !== 'object' || Array.isArray(a) || a.input === undefined || a.substr === undefined)
       throw new DomainError(400, '$contains takes {input, substr, case_insensitive?}')
-    const input = this.operation(a.input, d)
-    const substr = this.operation(a.substr, d)
-    const ci = a.case_insensitive === true
-    const i = `CAST(${input.sql} AS VARCHAR)`
-    const s = `CAST(${substr.sql} AS VARCHAR)`
-    return { sql: ci ? `contains(lower(${i}), lower(${s}))` : `contains(${i}, ${s})`, type: 'bool' }
+    const i = `CAST(${this.operation(a.input, d).sql} AS VARCHAR)`
+    const s = `CAST(${this.operation(a.substr, d).sql} AS VARCHAR)`
+    return { sql: a.case_insensitive === true ? `contains(lower(${i}), lower(${s}))` : `contains(${i}, ${s})`, type: 'bool' }
   }
 
   private size(arg: unknown, d: number): Compiled {
@@ -193,22 +124,32 @@ class Compiler {
     throw new DomainError(400, '$literal must be a string, number, boolean or null here')
   }
 
+  /** ClickHouse's `toInt64OrNull`, `toFloat64OrNull`, `toUInt8OrNull`, `toString`; a failed conversion is NULL. */
   private convert(arg: unknown, d: number): Compiled {
     const a = arg as { input?: unknown; to?: unknown }
     if (!a || typeof a !== 'object' || a.input === undefined) throw new DomainError(400, '$convert takes {input, to}')
     const x = this.operation(a.input, d)
+    const text = x.type === 'string'
     switch (a.to) {
       case 'double':
         return { sql: `TRY_CAST(${x.sql} AS DOUBLE)`, type: 'number' }
       case 'int':
-        return { sql: `TRY_CAST(TRY_CAST(${x.sql} AS DOUBLE) AS BIGINT)`, type: 'number' }
+        // An integer's text only: "1.5" is NULL, not 2 (DuckDB's cast would round it).
+        if (text)
+          return { sql: `(CASE WHEN regexp_full_match(${x.sql}, '[+-]?[0-9]+') THEN TRY_CAST(${x.sql} AS BIGINT) END)`, type: 'number' }
+        return { sql: `TRY_CAST(trunc(TRY_CAST(${x.sql} AS DOUBLE)) AS BIGINT)`, type: 'number' }
       case 'string':
         return { sql: `CAST(${x.sql} AS VARCHAR)`, type: 'string' }
       case 'bool':
+        // JSON booleans read as 'true'/'false'; other text as a number (non-zero is true), else NULL.
+        if (text)
+          return {
+            sql: `(CASE ${x.sql} WHEN 'true' THEN true WHEN 'false' THEN false ELSE TRY_CAST(TRY_CAST(${x.sql} AS UTINYINT) AS BOOLEAN) END)`,
+            type: 'bool',
+          }
         return { sql: `TRY_CAST(${x.sql} AS BOOLEAN)`, type: 'bool' }
       case 'exists':
-        if (x.json) return { sql: `coalesce(json_type(${x.json.column}, ${x.json.path}) NOT IN ('NULL'), false)`, type: 'bool' }
-        return { sql: `(${x.sql} IS NOT NULL)`, type: 'bool' }
+        return { sql: `(${x.raw ?? x.sql} IS NOT NULL)`, type: 'bool' }
       default:
         throw new DomainError(400, `$convert "to" must be one of double, int, string, bool, exists`)
     }
@@ -218,25 +159,33 @@ class Compiler {
     if (!Array.isArray(arg) || arg.length !== 2) throw new DomainError(400, `${name} takes a list of exactly two operands`)
     const left = this.operation(arg[0], d)
     const right = this.operation(arg[1], d)
-    if (name === '$eq' && right.type === 'null') return { sql: `(${left.sql} IS NULL)`, type: 'bool' }
-    if (name === '$eq' && left.type === 'null') return { sql: `(${right.sql} IS NULL)`, type: 'bool' }
-    const op = { $eq: '=', $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' }[name]!
-    return { sql: `(${left.sql} ${op} ${this.coerceFor(left, right)})`, type: 'bool' }
+    const isNull = (c: Compiled) => ({ sql: c.nullAs ? `(${c.sql} = ${c.nullAs})` : `(${c.sql} IS NULL)`, type: 'bool' as const })
+    if (name === '$eq' && right.type === 'null') return isNull(left)
+    if (name === '$eq' && left.type === 'null') return isNull(right)
+    const c = this.coerce(left, right)
+    return { sql: `(${c.left} ${CMP[name]} ${c.right})`, type: 'bool' }
   }
 
-  /** The right side of a comparison with `left`, or a 400 where the types have nothing in common. */
-  private coerceFor(left: Compiled, right: Compiled): string {
-    if (left.type === 'timestamp' && right.type === 'string') return `TRY_CAST(${right.sql} AS TIMESTAMP)`
-    const clash =
-      (left.type === 'string' && (right.type === 'number' || right.type === 'bool')) ||
-      ((left.type === 'number' || left.type === 'bool') && right.type === 'string')
-    if (clash) {
+  /** Both sides of a comparison in a common type, or a 400 where they have none (ClickHouse: NO_COMMON_TYPE). */
+  private coerce(left: Compiled, right: Compiled): { left: string; right: string } {
+    const one = (a: Compiled, b: Compiled): string | null => {
+      // Weave turns a number compared with a timestamp column into that instant (seconds since the epoch).
+      if (a.type === 'timestamp' && b.type === 'number') return `make_timestamp(CAST(${b.sql} * 1000000 AS BIGINT))`
+      if (a.type === 'timestamp' && b.type === 'string') return `TRY_CAST(${b.sql} AS TIMESTAMP)`
+      return null
+    }
+    const l = one(right, left) ?? left.sql
+    const r = one(left, right) ?? right.sql
+    const num = (c: Compiled) => c.type === 'number' || c.type === 'bool'
+    if (this.opts.lenientJson && left.raw && right.type === 'number') return { left: `TRY_CAST(${left.raw} AS DOUBLE)`, right: r }
+    if (this.opts.lenientJson && right.raw && left.type === 'number') return { left: l, right: `TRY_CAST(${right.raw} AS DOUBLE)` }
+    if ((left.type === 'string' && num(right)) || (num(left) && right.type === 'string')) {
       throw new DomainError(
         400,
         `Cannot compare a ${left.type} with a ${right.type}: JSON fields are strings; wrap the field in {"$convert": {"input": ..., "to": "double"}}`,
       )
     }
-    return right.sql
+    return { left: l, right: r }
   }
 
   bool(c: Compiled): string {
@@ -244,8 +193,19 @@ class Compiler {
   }
 }
 
-/** `{"$expr": op}` → a boolean SQL condition over the merged relation `m`. */
-export function compileQuery(query: { $expr: unknown }, params: Params): string {
-  const c = new Compiler(params)
+/** `{"$expr": op}` → a boolean SQL condition (NULL where SQL's logic says unknown), with the given fields. */
+export function compileWith(query: { $expr: unknown }, params: Params, opts: CompileOptions): string {
+  const c = new Compiler(params, opts)
   return c.bool(c.operation(query.$expr, 0))
+}
+
+/** `{"$expr": op}` over the merged call relation `m`, with any values bound to the query (feedback-fields.ts). */
+export function compileQuery(query: { $expr: unknown }, params: Params): string {
+  const bound = boundValues(query)
+  return compileWith(query, params, { resolve: (f, p) => callField(f, p, bound) })
+}
+
+/** A call field (sort keys), with values bound to `owner` (the sort list). */
+export function fieldSql(field: string, params: Params, owner?: object | null): Compiled {
+  return callField(field, params, boundValues(owner))
 }

@@ -29,22 +29,32 @@ export const OpVersionQuerySchema = Type.Object({
 })
 export type OpVersionQuery = Static<typeof OpVersionQuerySchema>
 
-/** GET /v2/{entity}/{project}/evaluations and /scorers (upstream's code reads limit/offset; its 2026-07 OpenAPI omits them). */
+/** The most items one listing page may ask for. */
+export const MAX_LIST_LIMIT = 10_000
+
+/**
+ * GET /v2/{entity}/{project}/{ops,datasets,scorers,evaluations,models} (upstream's code reads limit/offset for
+ * every kind; its 2026-07 OpenAPI omits them for scorers and evaluations).
+ */
 export const ListQuerySchema = Type.Object({
-  limit: Type.Optional(Type.Integer({ minimum: 0, description: 'Maximum number of items to return' })),
+  limit: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_LIST_LIMIT, description: 'Maximum number of items to return' })),
   offset: Type.Optional(Type.Integer({ minimum: 0, description: 'Number of items to skip' })),
 })
 export type ListQuery = Static<typeof ListQuerySchema>
 
-/** DELETE /v2/{entity}/{project}/evaluations/{object_id}?digests=a&digests=b */
-export const EvaluationDeleteQuerySchema = Type.Object({
+/** DELETE /v2/{entity}/{project}/{kind}/{object_id}?digests=a&digests=b */
+export const VersionsDeleteQuerySchema = Type.Object({
   digests: Type.Optional(
-    Type.Array(Type.String({ minLength: 1 }), {
-      description: 'Digests to delete (repeat the parameter); when not provided, all versions of the evaluation are deleted',
+    Type.Array(Type.String({ minLength: 1, maxLength: 256 }), {
+      description: 'Digests (or `latest`, `v<N>`) to delete (repeat the parameter); when not provided, all versions are deleted',
     }),
   ),
 })
-export type EvaluationDeleteQuery = Static<typeof EvaluationDeleteQuerySchema>
+export type VersionsDeleteQuery = Static<typeof VersionsDeleteQuerySchema>
+
+/** DELETE /v2/{entity}/{project}/evaluations/{object_id}: the same parameters as every kind's delete. */
+export const EvaluationDeleteQuerySchema = VersionsDeleteQuerySchema
+export type EvaluationDeleteQuery = VersionsDeleteQuery
 
 /** DELETE /v2/{entity}/{project}/predictions?prediction_ids=a&prediction_ids=b */
 export const PredictionsDeleteQuerySchema = Type.Object({
@@ -139,3 +149,111 @@ export type EvaluationList = Static<typeof EvaluationListSchema>
 
 export const ScorerListSchema = Type.Array(ScorerSchema, { description: 'application/jsonl: one scorer version per line' })
 export type ScorerList = Static<typeof ScorerListSchema>
+
+// ---- create bodies and read results of the versioned kinds (docs/objects.md, "The /v2 project API") ----
+
+const nameField = (description: string) => Type.String({ minLength: 1, maxLength: 128, description })
+const text = (description: string) => Type.Optional(Nullable(Type.String(), { description }))
+const attributes = (description: string) => Type.Optional(Nullable(Type.Record(Type.String(), Type.Unknown()), { description }))
+
+/** Scorers one evaluation may name. */
+export const MAX_EVALUATION_SCORERS = 1000
+/** Trials one evaluation may ask for. */
+export const MAX_EVALUATION_TRIALS = 1000
+
+/** What every create answers (the version it made or found). */
+const createdFields = {
+  digest: Type.String({ description: 'Digest of the version' }),
+  object_id: Type.String({ description: 'Object id (derived from the name)' }),
+  version_index: Type.Integer({ minimum: 0, description: 'Version index of the version' }),
+}
+
+/** POST /v2/{entity}/{project}/ops */
+export const OpCreateReqSchema = Type.Object(
+  {
+    name: Type.Optional(Nullable(nameField('Name of the op; ops with the same name are versioned together (default: `Op`)'))),
+    source_code: text('Complete source code of the op, including imports (default: a placeholder)'),
+  },
+  { additionalProperties: false, description: 'Create an op' },
+)
+export type OpCreateReq = Static<typeof OpCreateReqSchema>
+
+export const CreatedVersionSchema = Type.Object(createdFields)
+export type CreatedVersionRes = Static<typeof CreatedVersionSchema>
+
+/** POST /v2/{entity}/{project}/scorers */
+export const ScorerCreateReqSchema = Type.Object(
+  {
+    name: nameField('Name of the scorer; scorers with the same name are versioned together'),
+    description: text('Description of the scorer'),
+    op_source_code: Type.String({ description: 'Complete source code of the Scorer.score op, including imports' }),
+  },
+  { additionalProperties: false, description: 'Create a scorer' },
+)
+export type ScorerCreateReq = Static<typeof ScorerCreateReqSchema>
+
+export const ScorerCreateResSchema = Type.Object({ ...createdFields, scorer: Type.String({ description: 'Ref of the scorer version' }) })
+export type ScorerCreateRes = Static<typeof ScorerCreateResSchema>
+
+/** POST /v2/{entity}/{project}/evaluations */
+export const EvaluationCreateReqSchema = Type.Object(
+  {
+    name: nameField('Name of the evaluation; evaluations with the same name are versioned together'),
+    description: text('Description of the evaluation'),
+    dataset: Type.String({ minLength: 1, maxLength: 2048, description: 'Ref of a dataset version of this project (weave:/// URI)' }),
+    scorers: Type.Optional(
+      Nullable(Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { maxItems: MAX_EVALUATION_SCORERS }), {
+        description: 'Refs of scorer versions of this project (weave:/// URIs)',
+      }),
+    ),
+    trials: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_EVALUATION_TRIALS, default: 1, description: 'Number of trials' })),
+    evaluation_name: text('Name for the evaluation runs'),
+    eval_attributes: attributes('Extra attributes, merged into the evaluation object'),
+  },
+  { additionalProperties: false, description: 'Create an evaluation' },
+)
+export type EvaluationCreateReq = Static<typeof EvaluationCreateReqSchema>
+
+export const EvaluationCreateResSchema = Type.Object({
+  ...createdFields,
+  evaluation_ref: Type.String({ description: 'Ref of the evaluation version' }),
+})
+export type EvaluationCreateRes = Static<typeof EvaluationCreateResSchema>
+
+/** POST /v2/{entity}/{project}/models */
+export const ModelCreateReqSchema = Type.Object(
+  {
+    name: nameField('Name of the model; models with the same name are versioned together'),
+    description: text('Description of the model'),
+    source_code: Type.String({ description: 'Complete source code of the model class, including imports' }),
+    attributes: attributes('Extra attributes, merged into the model object and read back'),
+  },
+  { additionalProperties: false, description: 'Create a model' },
+)
+export type ModelCreateReq = Static<typeof ModelCreateReqSchema>
+
+export const ModelCreateResSchema = Type.Object({ ...createdFields, model_ref: Type.String({ description: 'Ref of the model version' }) })
+export type ModelCreateRes = Static<typeof ModelCreateResSchema>
+
+/** Upstream `DatasetReadRes`. */
+export const DatasetSchema = Type.Object({
+  ...versionFields,
+  name: Type.String(),
+  description: Type.Optional(Nullable(Type.String())),
+  rows: Type.String({ description: 'Ref of the table holding the rows (weave:///entity/project/table/<digest>)' }),
+})
+export type Dataset = Static<typeof DatasetSchema>
+
+/** Upstream `ModelReadRes`. */
+export const ModelSchema = Type.Object({
+  ...versionFields,
+  name: Type.String(),
+  description: Type.Optional(Nullable(Type.String())),
+  source_code: Type.String({ description: 'Source code of the model' }),
+  attributes: Type.Optional(Nullable(Type.Record(Type.String(), Type.Unknown()), { description: 'The extra attributes; null when none' })),
+})
+export type Model = Static<typeof ModelSchema>
+
+export const OpListSchema = Type.Array(OpVersionSchema, { description: 'application/jsonl: one op version per line' })
+export const DatasetListSchema = Type.Array(DatasetSchema, { description: 'application/jsonl: one dataset version per line' })
+export const ModelListSchema = Type.Array(ModelSchema, { description: 'application/jsonl: one model version per line' })

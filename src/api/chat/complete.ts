@@ -7,6 +7,11 @@ import { recordCompletion, type CompletionRecorder } from './record.js'
 import { accepted, type Completion } from './completion.js'
 import { completionReply } from './aggregate.js'
 import { streamReply } from './stream.js'
+import { toolMode, withToolConstraint } from './tools.js'
+import type { OutputSpec } from './tools-output.js'
+import { reasoningCounter } from './reasoning.js'
+import type { ToolParserName } from '../../inference/parsers/tool-parsers.js'
+import type { ReasoningParserName } from '../../inference/parsers/reasoning.js'
 
 export interface CompleteOptions {
   priorityScheduling: boolean
@@ -14,6 +19,10 @@ export interface CompleteOptions {
   recorder?: CompletionRecorder
   /** The served model a request names (the first when it names none); 404 for an unknown name. */
   pick(name: string | null | undefined): ModelServer
+  /** `--tool-call-parser`; absent: the one the model's template calls for, if any. */
+  toolCallParser?: ToolParserName | null
+  /** `--reasoning-parser`. */
+  reasoningParser?: ReasoningParserName | null
 }
 
 /** POST /v1/chat/completions: checks the request, hands it to the engine, and answers whole or as a stream. */
@@ -26,7 +35,15 @@ export function completeHandler(o: CompleteOptions) {
     const started = Date.now()
     const requestId = b.request_id || ctx.headers['x-request-id'] || randomUUID().replaceAll('-', '')
     const id = `chatcmpl-${requestId}`
-    const gen = toGenerate(b, `${id}-${randomUUID()}`)
+    const mode = toolMode(b, o.toolCallParser ?? model.info.toolCallParser ?? null)
+    const gen = toGenerate(withToolConstraint(b, mode), `${id}-${randomUUID()}`)
+    const spec: OutputSpec = {
+      mode,
+      // A constrained tool choice shapes the reply from its first token: there is no reasoning section to split off.
+      reasoning: mode.kind === 'required' || mode.kind === 'named' ? null : (o.reasoningParser ?? null),
+      includeReasoning: b.include_reasoning !== false,
+      parallel: b.parallel_tool_calls !== false,
+    }
     const events = model.generate(gen)
     ctx.signal.addEventListener('abort', () => events.cancel())
     const acc = await accepted(events).catch((e) => {
@@ -55,6 +72,8 @@ export function completeHandler(o: CompleteOptions) {
       withIds: b.return_token_ids === true,
       accepted: acc,
       events,
+      spec,
+      reasoningTokens: spec.reasoning ? reasoningCounter(model, spec.reasoning) : null,
       record: (out) => recordCompletion(o.recorder, ctx.log, call, out),
     }
     return gen.stream ? streamReply(c, b.stream_options) : completionReply(c)

@@ -3,6 +3,7 @@ import { VERSION } from '../../core/version.js'
 import type { RequestEvents } from '../../inference/client.js'
 import type { WorkerEvent } from '../../inference/protocol.js'
 import type { Outcome } from './record.js'
+import type { OutputSpec } from './tools-output.js'
 
 export type Accepted = Extract<WorkerEvent, { type: 'accepted' }>
 
@@ -24,6 +25,10 @@ export interface Completion {
   withIds: boolean
   accepted: Accepted
   events: RequestEvents
+  /** How the text becomes the message: reasoning and tool-call parsing, the tool choice. */
+  spec: OutputSpec
+  /** Reasoning tokens among a choice's generated ids; null: no reasoning parser. */
+  reasoningTokens: ((ids: number[], reasoning: string) => Promise<number>) | null
   /** Records the completion as a call once it is over (see record.ts). */
   record(out: Outcome): Promise<void>
 }

@@ -63,6 +63,7 @@ export function tokenize(pick: Pick) {
         continueFinalMessage: b.continue_final_message ?? false,
         chatTemplate: b.chat_template ?? null,
         chatTemplateKwargs: b.chat_template_kwargs ?? null,
+        tools: b.tools ?? null,
         returnTokenStrs: b.return_token_strs === true,
       })
       .catch(asDomainError)

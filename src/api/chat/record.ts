@@ -15,15 +15,36 @@ export interface CompletionRecorder {
 /** The op name of recorded completions: the one Weave's OpenAI integration gives them. */
 export const CHAT_OP = 'openai.chat.completions.create'
 
+/** A choice's message as recorded: its text, and the reasoning and tool calls when there are any. */
+export interface RecordedMessage {
+  role: string
+  content: string | null
+  reasoning?: string | null
+  tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[]
+}
+
+/** The message without the members that say nothing (no reasoning, no tool calls), so plain completions record as before. */
+export function recordedMessage(m: RecordedMessage): RecordedMessage {
+  const out: RecordedMessage = { role: m.role, content: m.content }
+  if (m.reasoning !== undefined && m.reasoning !== null) out.reasoning = m.reasoning
+  if (m.tool_calls && m.tool_calls.length) out.tool_calls = m.tool_calls
+  return out
+}
+
 /** How a completion ended: what its call's output, summary and exception are made of. */
 export interface Outcome {
   choices: {
     index: number
-    message: { role: string; content: string }
+    message: RecordedMessage
     finish_reason: string | null
     stop_reason?: string | number | null
   }[]
-  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number }
+  usage: {
+    prompt_tokens: number
+    completion_tokens: number
+    total_tokens: number
+    completion_tokens_details?: { reasoning_tokens: number }
+  }
   timings: Record<string, number> | null
   error: string | null
 }
@@ -49,6 +70,7 @@ export interface CompletionCall {
 export function completionParts(c: CompletionCall, out: Outcome): CallPart[] {
   const { project, model, backend, id, started } = c
   const callId = uuidv7(started)
+  const { prompt_tokens, completion_tokens, total_tokens } = out.usage
   return [
     startPart(
       {
@@ -69,7 +91,8 @@ export function completionParts(c: CompletionCall, out: Outcome): CallPart[] {
       id: callId,
       ended_at: new Date().toISOString(),
       output: { id, object: 'chat.completion', model, choices: out.choices, usage: out.usage },
-      summary: { usage: { [model]: { requests: 1, ...out.usage } } },
+      // The summary keeps the flat counts statistics add up; the details stay in the output.
+      summary: { usage: { [model]: { requests: 1, prompt_tokens, completion_tokens, total_tokens } } },
       exception: out.error,
     }),
   ]

@@ -5,6 +5,7 @@ import { ProjectIdSchema } from '../../schemas/common.js'
 import type { GenerateRequest } from '../../inference/protocol.js'
 import type { TemplateMessage } from '../../inference/tokenizer.js'
 import type { Principal } from '../../core/principal.js'
+import { checkStructuredOutputs, constraintOf } from './structured.js'
 
 const PROJECT_RE = new RegExp(ProjectIdSchema.pattern!)
 
@@ -23,12 +24,6 @@ export function chatProject(headers: Ctx['headers'], principal: Principal | null
 /** Fields whose feature comes with a later piece of work: refused clearly rather than ignored. */
 function refuseNotYet(b: ChatCompletionReq): void {
   const later = 'is not supported by this server yet'
-  if (b.tools && b.tools.length) throw bad(`Tool calling (\`tools\`) ${later}.`, 'tools')
-  if (b.tool_choice && b.tool_choice !== 'none') throw bad(`\`tool_choice\` other than "none" ${later}.`, 'tool_choice')
-  if (b.response_format && b.response_format.type && b.response_format.type !== 'text')
-    throw bad(`Structured outputs (\`response_format\` ${b.response_format.type}) ${later}.`, 'response_format')
-  if (b.structured_outputs) throw bad(`Structured outputs (\`structured_outputs\`) ${later}.`, 'structured_outputs')
-  if (b.reasoning_effort) throw bad(`Reasoning (\`reasoning_effort\`) ${later}.`, 'reasoning_effort')
   if (b.use_beam_search) throw bad(`Beam search (\`use_beam_search\`) ${later}.`, 'use_beam_search')
   if (b.cache_salt !== undefined && b.cache_salt !== null) throw bad(`Prefix caching (\`cache_salt\`) ${later}.`, 'cache_salt')
   if (b.logits_processors && b.logits_processors.length)
@@ -49,6 +44,8 @@ export function checkRequest(b: ChatCompletionReq, priorityScheduling: boolean):
   if (b.top_k !== undefined && b.top_k !== null && b.top_k < -1)
     throw bad(`top_k must be 0 (disable), or at least 1, got ${b.top_k}.`, 'top_k')
   refuseNotYet(b)
+  // Structured outputs (structured.ts): the client's own constraint, before tool_choice adds one.
+  checkStructuredOutputs(b)
 }
 
 /** Text parts joined with newlines; any other kind of part needs a multimodal model. */
@@ -89,6 +86,15 @@ export function templateMessages(messages: ChatMessage[]): TemplateMessage[] {
   })
 }
 
+/**
+ * The template's extra variables: `reasoning_effort` as vLLM passes it, with `enable_thinking`
+ * following from it (`none` turns thinking off); the request's own `chat_template_kwargs` win.
+ */
+export function templateKwargs(b: Pick<ChatCompletionReq, 'reasoning_effort' | 'chat_template_kwargs'>): Record<string, unknown> | null {
+  if (!b.reasoning_effort) return b.chat_template_kwargs ?? null
+  return { reasoning_effort: b.reasoning_effort, enable_thinking: b.reasoning_effort !== 'none', ...(b.chat_template_kwargs ?? {}) }
+}
+
 /** The request translated into the engine's: prompt rendering, sampling, and what to report back. */
 export function toGenerate(b: ChatCompletionReq, id: string): GenerateRequest {
   const logitBias = b.logit_bias
@@ -100,10 +106,10 @@ export function toGenerate(b: ChatCompletionReq, id: string): GenerateRequest {
     addGenerationPrompt: b.add_generation_prompt !== false,
     continueFinalMessage: b.continue_final_message === true,
     addSpecialTokens: b.add_special_tokens === true,
-    tools: null,
+    tools: b.tools ?? null,
     documents: b.documents ?? null,
     chatTemplate: b.chat_template ?? null,
-    chatTemplateKwargs: b.chat_template_kwargs ?? null,
+    chatTemplateKwargs: templateKwargs(b),
     truncatePromptTokens: b.truncate_prompt_tokens ?? null,
     n: b.n ?? 1,
     maxTokens: b.max_completion_tokens ?? b.max_tokens ?? null,
@@ -131,5 +137,6 @@ export function toGenerate(b: ChatCompletionReq, id: string): GenerateRequest {
     stream: b.stream === true,
     // With echo and no prompt_logprobs, vLLM reports the prompt's at top_logprobs.
     promptLogprobs: b.prompt_logprobs ?? (b.echo && b.logprobs && !b.stream ? (b.top_logprobs ?? 0) : null),
+    constraint: constraintOf(b),
   }
 }

@@ -6,12 +6,16 @@ import { chatCompletionsRoute, modelsRoute } from './contract.js'
 import { completeHandler } from './complete.js'
 import { detokenize, listModels, tokenize } from './models.js'
 import type { CompletionRecorder } from './record.js'
+import type { ReasoningParserName, ToolParserName } from '../../core/config.js'
 
 export interface ChatOptions {
   models: ModelServer[]
   priorityScheduling: boolean
   /** Where each completion is recorded as a call; none: not recorded. */
   recorder?: CompletionRecorder
+  /** `--tool-call-parser`; null: the one each model's template calls for. */
+  toolCallParser?: ToolParserName | null
+  reasoningParser?: ReasoningParserName | null
 }
 
 /** The chat-completion API of the served models (OpenAI/vLLM-compatible). */
@@ -25,7 +29,15 @@ export function chatRoutes(o: ChatOptions): RouteDef[] {
   }
   const chat = { family: 'openai' as const, auth: 'key' as const, tags: ['Chat'] }
   return [
-    chatCompletionsRoute({ handler: completeHandler({ priorityScheduling: o.priorityScheduling, recorder: o.recorder, pick }) }),
+    chatCompletionsRoute({
+      handler: completeHandler({
+        priorityScheduling: o.priorityScheduling,
+        recorder: o.recorder,
+        pick,
+        toolCallParser: o.toolCallParser,
+        reasoningParser: o.reasoningParser,
+      }),
+    }),
     modelsRoute({ handler: listModels(o.models) }),
     route({
       ...chat,

@@ -2,6 +2,8 @@ import type { StreamReply } from '../route.js'
 import type { TokenLogprob, WorkerEvent } from '../../inference/protocol.js'
 import type { StreamOptions } from '../../schemas/chat.js'
 import { FINGERPRINT, type Completion, type Usage } from './completion.js'
+import { recordedMessage } from './record.js'
+import { ChoiceStream, finishReasonOf, isEmptyDelta, isPlain, type DeltaOut } from './tools-output.js'
 
 /** How chunks are framed: SSE `data:` events of `chat.completion.chunk`, usage as `stream_options` asks. */
 interface Framing {
@@ -15,6 +17,10 @@ interface Framing {
 /** What the stream has sent so far: the call recorded at its end is made of it. */
 interface Tally {
   texts: string[]
+  /** Per choice, with parsers or a tool choice: what turns its text into deltas. */
+  shapers: ChoiceStream[] | null
+  /** Per choice, the generated ids (reasoning tokens are counted on them). */
+  ids: number[][]
   finishes: { finish_reason: string | null; stop_reason: string | number | null }[]
   usage: Usage
   timings: Record<string, number> | null
@@ -55,18 +61,65 @@ function* opening(c: Completion, f: Framing): Generator<string> {
   }
 }
 
-function textChunk(c: Completion, f: Framing, t: Tally, e: Extract<WorkerEvent, { type: 'delta' | 'finish' }>): string {
+/** A parsed step's delta on the wire: reasoning under both its names. */
+function wireDelta(d: DeltaOut): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  if (d.reasoning !== undefined) [out.reasoning, out.reasoning_content] = [d.reasoning, d.reasoning]
+  if (d.content !== undefined) out.content = d.content
+  if (d.tool_calls !== undefined) out.tool_calls = d.tool_calls
+  return out
+}
+
+const mergeDeltas = (a: DeltaOut, b: DeltaOut): DeltaOut => {
+  const out: DeltaOut = { ...a }
+  if (b.reasoning !== undefined) out.reasoning = (a.reasoning ?? '') + b.reasoning
+  if (b.content !== undefined) out.content = (a.content ?? '') + b.content
+  if (b.tool_calls !== undefined) out.tool_calls = [...(a.tool_calls ?? []), ...b.tool_calls]
+  return out
+}
+
+/** A step's chunk; null when parsers swallowed the step and nothing else (finish, logprobs, ids) must go out. */
+function textChunk(c: Completion, f: Framing, t: Tally, e: Extract<WorkerEvent, { type: 'delta' | 'finish' }>): string | null {
   t.texts[e.choice] += e.text
-  if (e.type === 'finish') t.finishes[e.choice] = { finish_reason: e.finishReason, stop_reason: e.stopReason }
+  t.ids[e.choice]!.push(...e.tokenIds)
+  const finished = e.type === 'finish'
+  let delta: Record<string, unknown> = { content: e.text }
+  let finishReason: string | null = finished ? e.finishReason : null
+  const shaper = t.shapers?.[e.choice]
+  if (shaper) {
+    let d = shaper.push(e.text)
+    if (finished) d = mergeDeltas(d, shaper.end())
+    if (!finished && isEmptyDelta(d) && !e.logprobs && !c.withIds) return null
+    delta = wireDelta(d)
+    if (finished) finishReason = finishReasonOf(c.spec, e.finishReason, shaper.message.tool_calls.length)
+  }
+  if (finished) t.finishes[e.choice] = { finish_reason: finishReason, stop_reason: e.stopReason }
   const ch: Record<string, unknown> = {
     index: e.choice,
-    delta: { content: e.text },
+    delta,
     logprobs: e.logprobs ? { content: e.logprobs as TokenLogprob[] } : null,
-    finish_reason: e.type === 'finish' ? e.finishReason : null,
+    finish_reason: finishReason,
   }
-  if (e.type === 'finish') ch.stop_reason = e.stopReason
+  if (finished) ch.stop_reason = e.stopReason
   if (c.withIds) ch.token_ids = e.tokenIds
   return f.chunk(ch, f.continuous ? { usage: f.usageOf(e.completionTokens) } : {})
+}
+
+/** The final usage, with the reasoning tokens when a reasoning parser runs. */
+async function finalUsage(c: Completion, t: Tally, usage: Usage): Promise<Usage> {
+  if (!c.reasoningTokens) return usage
+  let n = 0
+  for (let i = 0; i < c.n; i++) n += await c.reasoningTokens(t.ids[i]!, t.shapers?.[i]?.message.reasoning ?? '')
+  return { ...usage, completion_tokens_details: { reasoning_tokens: n } }
+}
+
+/** The choices as recorded: the text, or what the parsers made of it. */
+function recordedChoices(c: Completion, t: Tally) {
+  return t.texts.map((content, index) => {
+    const m = t.shapers?.[index]?.message
+    const message = m ? recordedMessage({ role: c.role, ...m }) : { role: c.role, content }
+    return { index, message, ...t.finishes[index]! }
+  })
 }
 
 const errorFrame = (e: Extract<WorkerEvent, { type: 'error' }>) =>
@@ -76,6 +129,8 @@ const errorFrame = (e: Extract<WorkerEvent, { type: 'error' }>) =>
 async function* sse(c: Completion, f: Framing): AsyncGenerator<string> {
   const t: Tally = {
     texts: Array.from({ length: c.n }, () => c.echo ?? ''),
+    shapers: isPlain(c.spec) ? null : Array.from({ length: c.n }, () => new ChoiceStream(c.spec)),
+    ids: Array.from({ length: c.n }, () => [] as number[]),
     finishes: Array.from({ length: c.n }, () => ({ finish_reason: null, stop_reason: null })),
     usage: f.usageOf(0),
     timings: null,
@@ -90,19 +145,22 @@ async function* sse(c: Completion, f: Framing): AsyncGenerator<string> {
         yield errorFrame(e)
         break
       }
-      if (e.type === 'delta' || e.type === 'finish') yield textChunk(c, f, t, e)
+      if (e.type === 'delta' || e.type === 'finish') {
+        const chunk = textChunk(c, f, t, e)
+        if (chunk !== null) yield chunk
+      }
       if (e.type === 'done') {
         t.finished = true
-        t.usage = f.usageOf(e.completionTokens)
+        t.usage = await finalUsage(c, t, f.usageOf(e.completionTokens))
         t.timings = { ...e.timings }
-        if (f.includeUsage) yield f.chunk(null, { usage: f.usageOf(e.completionTokens), system_fingerprint: FINGERPRINT })
+        if (f.includeUsage) yield f.chunk(null, { usage: t.usage, system_fingerprint: FINGERPRINT })
       }
     }
     yield 'data: [DONE]\n\n'
   } finally {
     if (!t.finished) c.events.cancel()
     await c.record({
-      choices: t.texts.map((content, index) => ({ index, message: { role: c.role, content }, ...t.finishes[index]! })),
+      choices: recordedChoices(c, t),
       usage: t.usage,
       timings: t.timings,
       error: t.failure ?? (t.finished ? null : 'Client disconnected'),

@@ -12,15 +12,12 @@ export function orderBy(sort: QueryOptions['sort_by'], params: Params): string {
   const keys: string[] = []
   for (const s of sort) {
     const dir = s.direction === 'desc' ? 'DESC' : 'ASC'
-    const f = fieldSql(s.field, params)
-    if (f.json || f.type === 'string') {
+    // Values bound to the sort list (feedback fields) are found by the list itself.
+    const f = fieldSql(s.field, params, sort)
+    if (f.raw || f.type === 'string') {
       // Numbers before strings, missing last, in either direction (docs/calls-and-storage.md, mixed-type rule).
-      keys.push(
-        `(${f.sql}) IS NULL ASC`,
-        `TRY_CAST(${f.sql} AS DOUBLE) IS NULL ASC`,
-        `TRY_CAST(${f.sql} AS DOUBLE) ${dir}`,
-        `(${f.sql}) ${dir}`,
-      )
+      const v = f.raw ?? f.sql
+      keys.push(`(${v}) IS NULL ASC`, `TRY_CAST(${v} AS DOUBLE) IS NULL ASC`, `TRY_CAST(${v} AS DOUBLE) ${dir}`, `(${v}) ${dir}`)
     } else keys.push(`(${f.sql}) ${dir} NULLS LAST`)
   }
   return `ORDER BY ${keys.join(', ')}, m.id ASC`

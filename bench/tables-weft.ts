@@ -1,0 +1,168 @@
+/** weft's side of the tables bench: the HTTP requests a Weave client sends, and the server process's costs. */
+import { readdirSync, readFileSync, statSync } from 'node:fs'
+import path from 'node:path'
+import { Catalog } from '../src/catalog/db.js'
+import { valueDigest } from '../src/catalog/digest.js'
+import { classify, MARK_ALL_LATEST } from '../src/catalog/objects.js'
+import { PROJECT, type PageRow, type Row } from './tables-data.js'
+
+export class WeftClient {
+  private readonly headers: Record<string, string>
+
+  constructor(
+    readonly url: string,
+    key: string,
+  ) {
+    this.headers = { authorization: 'Basic ' + Buffer.from('api:' + key).toString('base64'), 'content-type': 'application/json' }
+  }
+
+  async post<T>(p: string, body: string): Promise<T> {
+    let r: Response
+    try {
+      r = await fetch(this.url + p, { method: 'POST', headers: this.headers, body })
+    } catch (e) {
+      // A kept-alive socket the server closed while idle (the peer's slow cases run in between): once more, on a new one.
+      if ((e as { cause?: { code?: string } }).cause?.code !== 'UND_ERR_SOCKET') throw e
+      r = await fetch(this.url + p, { method: 'POST', headers: this.headers, body })
+    }
+    const text = await r.text()
+    if (r.status !== 200) throw new Error(`${p} answered ${r.status}: ${text.slice(0, 300)}`)
+    return JSON.parse(text) as T
+  }
+
+  /** One `/table/create` of a chunk; the body is put together from the chunk's prebuilt JSON. */
+  create(chunkJson: string): Promise<{ digest: string; row_digests: string[] }> {
+    return this.post('/table/create', `{"table":{"project_id":${JSON.stringify(PROJECT)},"rows":${chunkJson}}}`)
+  }
+
+  /** `/table/update` appending a chunk's rows (the Python SDK's `_append_to_table` shape), the body joined from prebuilt row JSON. */
+  append(base: string, parts: string[]): Promise<{ digest: string }> {
+    const updates = '[' + parts.map((j) => '{"append":{"row":' + j + '}}').join(',') + ']'
+    return this.post('/table/update', `{"project_id":${JSON.stringify(PROJECT)},"base_digest":"${base}","updates":${updates}}`)
+  }
+
+  fromDigests(rowDigests: string[]): Promise<{ digest: string }> {
+    return this.post('/table/create_from_digests', JSON.stringify({ project_id: PROJECT, row_digests: rowDigests }))
+  }
+
+  async page(table: string, offset: number, limit: number): Promise<PageRow[]> {
+    const r = await this.post<{ rows: PageRow[] }>('/table/query', JSON.stringify({ project_id: PROJECT, digest: table, offset, limit }))
+    return r.rows
+  }
+
+  async sortedPage(table: string, limit: number): Promise<PageRow[]> {
+    const body = { project_id: PROJECT, digest: table, sort_by: [{ field: 'score', direction: 'desc' }], limit }
+    return (await this.post<{ rows: PageRow[] }>('/table/query', JSON.stringify(body))).rows
+  }
+
+  async createObject(objectId: string, val: unknown): Promise<string> {
+    const r = await this.post<{ digest: string }>('/obj/create', JSON.stringify({ obj: { project_id: PROJECT, object_id: objectId, val } }))
+    return r.digest
+  }
+
+  async latestObjects(limit: number): Promise<Record<string, unknown>[]> {
+    const body = {
+      project_id: PROJECT,
+      filter: { latest_only: true, base_object_classes: ['Prompt'] },
+      sort_by: [{ field: 'object_id', direction: 'asc' }],
+      limit,
+    }
+    return (await this.post<{ objs: Record<string, unknown>[] }>('/objs/query', JSON.stringify(body))).objs
+  }
+
+  async readRefs(refs: string[]): Promise<unknown[]> {
+    return (await this.post<{ vals: unknown[] }>('/refs/read_batch', JSON.stringify({ refs }))).vals
+  }
+}
+
+/** The server's pid, found by its data directory on the command line (startWeft does not expose it). */
+export function serverPid(dataDir: string): number | null {
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue
+    try {
+      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0')
+      if (cmd.includes('serve') && cmd.includes(dataDir) && !cmd[0]!.endsWith('taskset')) return Number(d)
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return null
+}
+
+/** Peak and current resident set of a process, in MB (VmHWM, VmRSS). */
+export function rssMb(pid: number | null): { peak: number; now: number } | null {
+  if (!pid) return null
+  try {
+    const st = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(st)?.[1] ?? 0)
+    return { peak: Math.round(kb('VmHWM') / 1024), now: Math.round(kb('VmRSS') / 1024) }
+  } catch {
+    return null
+  }
+}
+
+/** Bytes under a path (files only). */
+export function diskBytes(p: string): number {
+  let total = 0
+  let st
+  try {
+    st = statSync(p)
+  } catch {
+    return 0
+  }
+  if (st.isFile()) return st.size
+  if (st.isDirectory()) for (const e of readdirSync(p)) total += diskBytes(path.join(p, e))
+  return total
+}
+
+const OBJ_JSON_TYPE = JSON.stringify({
+  object_id: 'VARCHAR',
+  digest: 'VARCHAR',
+  version_index: 'INTEGER',
+  kind: 'VARCHAR',
+  base: 'VARCHAR',
+  leaf: 'VARCHAR',
+  val_dump: 'VARCHAR',
+  created_us: 'BIGINT',
+})
+
+/**
+ * Writes object versions into a catalog before the server opens it, as `/obj/create` leaves them
+ * (digest, kind and classes from weft's own functions, version_index = the version's rank, increasing
+ * creation times), one statement per round: 100k creates over HTTP take ~40 min on this machine
+ * (each is a serialised transaction of ~25 ms), which the bench times on a sample instead.
+ */
+export async function preloadObjects(dataDir: string, rounds: { object_id: string; val: Row }[][]): Promise<string[][]> {
+  const cat = await Catalog.open(dataDir)
+  const t0 = (Date.now() - 3_600_000) * 1000
+  const digests: string[][] = []
+  try {
+    for (const [v, objs] of rounds.entries()) {
+      const rows = objs.map((o, k) => {
+        const c = classify(o.val)
+        const digest = valueDigest(o.val)
+        const val_dump = JSON.stringify(o.val)
+        return {
+          object_id: o.object_id,
+          digest,
+          version_index: v,
+          kind: c.kind,
+          base: c.base,
+          leaf: c.leaf,
+          val_dump,
+          created_us: t0 + v * objs.length + k,
+        }
+      })
+      digests.push(rows.map((r) => r.digest))
+      await cat.run(
+        `INSERT INTO objects SELECT $1, o.object_id, o.digest, o.version_index, o.kind, o.base, o.leaf, o.val_dump, NULL, make_timestamp(o.created_us), NULL, false
+         FROM (SELECT unnest(from_json($2::JSON, '[${OBJ_JSON_TYPE}]')) AS o)`,
+        [PROJECT, JSON.stringify(rows)],
+      )
+    }
+    await cat.run(MARK_ALL_LATEST, [PROJECT])
+  } finally {
+    await cat.close()
+  }
+  return digests
+}

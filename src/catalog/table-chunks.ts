@@ -1,0 +1,197 @@
+import type { DuckDBValue } from '@duckdb/node-api'
+import type { Tx } from './db.js'
+import { tableDigest } from './digest.js'
+
+/** Rows per stored chunk of a table's row list: a page reads one or two chunks whatever the table's size. */
+export const CHUNK_ROWS = 8192
+/** Above this many values a list is bound as one JSON parameter rather than one parameter each. */
+const MAX_INLINE_PARAMS = 2048
+
+/** Anything that reads: the catalog (committed state) or a transaction. */
+export interface Reader {
+  all<T>(sql: string, params?: DuckDBValue[]): Promise<T[]>
+}
+
+/** A table as stored (docs/tables.md): its length and its chunks in order, each with the position of its first row. */
+export interface TableList {
+  n: number
+  chunks: string[]
+  starts: number[]
+}
+
+/** Row digests and their `table_rows.seq`, in table order. */
+export interface Entries {
+  digests: string[]
+  seqs: number[]
+}
+
+export interface StoredRow {
+  digest: string
+  val_dump: string
+}
+
+/** A list of strings bound as one JSON parameter: DuckDB cannot type an empty bound list. */
+export const strList = (n: number) => `from_json($${n}::JSON, '["VARCHAR"]')`
+
+export async function readList(q: Reader, project: string, digest: string): Promise<TableList | null> {
+  const [r] = await q.all<{ n: bigint; c: string[]; s: bigint[] }>(
+    'SELECT n_rows AS n, chunk_digests AS c, chunk_starts AS s FROM table_lists WHERE project_id = $1 AND digest = $2',
+    [project, digest],
+  )
+  return r ? { n: Number(r.n), chunks: [...r.c], starts: r.s.map(Number) } : null
+}
+
+async function readChunks(q: Reader, project: string, digests: string[]): Promise<Map<string, Entries>> {
+  const rows = await q.all<{ digest: string; d: string[]; s: bigint[] }>(
+    `SELECT digest, row_digests AS d, row_seqs AS s FROM table_chunks WHERE project_id = $1 AND list_contains(${strList(2)}, digest)`,
+    [project, JSON.stringify([...new Set(digests)])],
+  )
+  return new Map(rows.map((r) => [r.digest, { digests: r.d, seqs: r.s.map(Number) }]))
+}
+
+/** Index of the chunk holding position `pos` (0 ≤ pos < n). */
+function chunkAt(list: TableList, pos: number): number {
+  let lo = 0
+  let hi = list.starts.length - 1
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1
+    if (list.starts[mid]! <= pos) lo = mid
+    else hi = mid - 1
+  }
+  return lo
+}
+
+/** The entries at positions [from, to): only the chunks that hold them, and only those parts of them, are read. */
+export async function slice(q: Reader, project: string, list: TableList, from: number, to: number): Promise<Entries> {
+  const end = Math.min(to, list.n)
+  if (from >= end) return { digests: [], seqs: [] }
+  const first = chunkAt(list, from)
+  const last = chunkAt(list, end - 1)
+  const reads: Promise<{ d: string[]; s: bigint[] }[]>[] = []
+  for (let k = first; k <= last; k++) {
+    // One point read per chunk (a page spans one or two), only its part: list_slice takes 1-based inclusive bounds.
+    reads.push(
+      q.all<{ d: string[]; s: bigint[] }>(
+        `SELECT list_slice(row_digests, $3, $4) AS d, list_slice(row_seqs, $3, $4) AS s FROM table_chunks WHERE project_id = $1 AND digest = $2`,
+        [project, list.chunks[k]!, Math.max(from - list.starts[k]!, 0) + 1, end - list.starts[k]!],
+      ),
+    )
+  }
+  const rows = (await Promise.all(reads)).map((r) => r[0]!)
+  const out: Entries = { digests: [], seqs: [] }
+  for (const r of rows) {
+    for (const d of r.d) out.digests.push(d)
+    for (const x of r.s) out.seqs.push(Number(x))
+  }
+  return out
+}
+
+/** The entries at arbitrary positions (each < n), in the order asked. */
+export async function entriesAt(q: Reader, project: string, list: TableList, positions: number[]): Promise<Entries> {
+  const ks = positions.map((p) => chunkAt(list, p))
+  const chunks = await readChunks(
+    q,
+    project,
+    ks.map((k) => list.chunks[k]!),
+  )
+  const out: Entries = { digests: [], seqs: [] }
+  positions.forEach((p, i) => {
+    const c = chunks.get(list.chunks[ks[i]!]!)!
+    out.digests.push(c.digests[p - list.starts[ks[i]!]!]!)
+    out.seqs.push(c.seqs[p - list.starts[ks[i]!]!]!)
+  })
+  return out
+}
+
+/** Writes `e` as chunks of at most CHUNK_ROWS (shared with any table that already has them); `base` is the first one's position. */
+export async function writeChunks(tx: Tx, project: string, e: Entries, base: number): Promise<Pick<TableList, 'chunks' | 'starts'>> {
+  const out: Pick<TableList, 'chunks' | 'starts'> = { chunks: [], starts: [] }
+  const fresh = new Map<string, Entries>()
+  for (let at = 0; at < e.digests.length; at += CHUNK_ROWS) {
+    const digests = e.digests.slice(at, at + CHUNK_ROWS)
+    const d = tableDigest(digests)
+    fresh.set(d, { digests, seqs: e.seqs.slice(at, at + CHUNK_ROWS) })
+    out.chunks.push(d)
+    out.starts.push(base + at)
+  }
+  if (fresh.size === 0) return out
+  const entries = [...fresh.values()]
+  await tx.run(
+    `INSERT INTO table_chunks SELECT $1, unnest(${splitList(2)}), unnest(list_transform(string_split($3, ';'), x -> string_split(x, ','))),
+      unnest(list_transform(string_split($4, ';'), x -> list_transform(string_split(x, ','), y -> y::BIGINT)))
+      ON CONFLICT DO NOTHING`,
+    [
+      project,
+      [...fresh.keys()].join(','),
+      entries.map((x) => x.digests.join(',')).join(';'),
+      entries.map((x) => x.seqs.join(',')).join(';'),
+    ],
+  )
+  return out
+}
+
+export async function insertList(tx: Tx, project: string, digest: string, list: TableList): Promise<void> {
+  await tx.run(
+    `INSERT INTO table_lists VALUES ($1, $2, $3, ${strList(4)}, from_json($5::JSON, '["BIGINT"]'), now()) ON CONFLICT DO NOTHING`,
+    [project, digest, list.n, JSON.stringify(list.chunks), JSON.stringify(list.starts)],
+  )
+}
+
+/** Every entry of a table, in order (updates that are not pure appends, and hashing a table not in memory). */
+export async function allEntries(q: Reader, project: string, list: TableList): Promise<Entries> {
+  return slice(q, project, list, 0, list.n)
+}
+
+/** Rows by `seq`, through its index: cost follows the rows asked, not the project's size. */
+export async function rowsBySeq(q: Reader, project: string, seqs: number[]): Promise<Map<number, StoredRow>> {
+  const unique = [...new Set(seqs)]
+  if (unique.length === 0) return new Map()
+  const inline = unique.length <= MAX_INLINE_PARAMS
+  // The range lets DuckDB skip row groups by their min/max: a page in table order is mostly one run of seqs.
+  let lo = unique[0]!
+  let hi = lo
+  for (const x of unique) [lo, hi] = [Math.min(lo, x), Math.max(hi, x)]
+  const cond = inline
+    ? `seq IN (${unique.map((_, i) => `$${i + 4}`).join(', ')})`
+    : `seq IN (SELECT unnest(from_json($4::JSON, '["BIGINT"]')))`
+  const rows = await q.all<{ seq: bigint; digest: string; val_dump: string }>(
+    `SELECT seq, digest, val_dump FROM table_rows WHERE project_id = $1 AND seq BETWEEN $2 AND $3 AND ${cond}`,
+    [project, BigInt(lo), BigInt(hi), ...(inline ? unique.map((s) => BigInt(s)) : [JSON.stringify(unique)])],
+  )
+  return new Map(rows.map((r) => [Number(r.seq), { digest: r.digest, val_dump: r.val_dump }]))
+}
+
+/** Row digests are 43 characters of [A-Za-z0-9] (digest.ts): such lists travel as one comma-joined string. */
+const DIGEST = /^[A-Za-z0-9]+$/
+/** A comma-joined list bound at $n, split by DuckDB: far cheaper than parsing a JSON list of the same strings. */
+const splitList = (n: number) => `string_split($${n}, ',')`
+
+/** The `seq` of each named row of the project that exists (a string that is no digest names none). */
+export async function seqsOf(q: Reader, project: string, digests: string[]): Promise<Map<string, number>> {
+  const valid = digests.filter((d) => DIGEST.test(d))
+  if (valid.length === 0) return new Map()
+  const rows = await q.all<{ digest: string; seq: bigint }>(
+    `SELECT digest, seq FROM table_rows WHERE project_id = $1 AND digest IN (SELECT unnest(${splitList(2)}))`,
+    [project, valid.join(',')],
+  )
+  return new Map(rows.map((r) => [r.digest, Number(r.seq)]))
+}
+
+/**
+ * Rows not yet stored, in one plain INSERT; answers every row's seq. Looking the digests up first is much
+ * cheaper than ON CONFLICT, whose cost grows with the project's rows (writes are serialised, so nothing
+ * slips in between). The values travel newline-joined: JSON text never holds a raw newline.
+ */
+export async function insertRows(tx: Tx, project: string, rows: StoredRow[]): Promise<Map<string, number>> {
+  const unique = new Map(rows.map((s) => [s.digest, s.val_dump]))
+  const seqs = await seqsOf(tx, project, [...unique.keys()])
+  const fresh = [...unique].filter(([d]) => !seqs.has(d))
+  if (fresh.length === 0) return seqs
+  const inserted = await tx.all<{ digest: string; seq: bigint }>(
+    `INSERT INTO table_rows (project_id, digest, val_dump) SELECT $1, unnest(${splitList(2)}), unnest(string_split($3, chr(10)))
+      RETURNING digest, seq`,
+    [project, fresh.map(([d]) => d).join(','), fresh.map(([, v]) => v).join('\n')],
+  )
+  for (const r of inserted) seqs.set(r.digest, Number(r.seq))
+  return seqs
+}
