@@ -1,6 +1,6 @@
 import t from 'tap'
-import { randomBytes } from 'node:crypto'
-import { postJson, startServer, type TestServer } from './helpers/server.js'
+import { postJson, startServer, streamQuery, type TestServer } from './helpers/server.js'
+import { hex } from './helpers/ids.js'
 
 // expand_columns and include_feedback on the calls queries, against a real server.
 let s: TestServer
@@ -10,12 +10,8 @@ t.before(async () => {
 t.teardown(() => s.stop())
 
 const P = 'acme/expand'
-const hex = (n: number) => randomBytes(n / 2).toString('hex')
 
-async function post(path: string, body: unknown, key?: string) {
-  const r = await postJson(s, path, body, s.basic(key))
-  return r
-}
+const post = (path: string, body: unknown, key?: string) => postJson(s, path, body, s.basic(key))
 async function ok(path: string, body: unknown): Promise<any> {
   const r = await post(path, body)
   if (r.status !== 200) throw new Error(`${path} answered ${r.status}: ${r.text.slice(0, 500)}`)
@@ -38,14 +34,7 @@ async function call(op: string, inputs: Record<string, unknown>, output: unknown
 async function query(body: Record<string, unknown>): Promise<any[]> {
   return (await ok('/calls/query', { project_id: P, ...body })).calls
 }
-async function stream(body: Record<string, unknown>): Promise<any[]> {
-  const r = await post('/calls/stream_query', { project_id: P, ...body })
-  if (r.status !== 200) throw new Error(`${r.status} ${r.text}`)
-  return r.text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l))
-}
+const stream = (body: Record<string, unknown>) => streamQuery(s, { project_id: P, ...body })
 const eq = (field: string, v: unknown) => ({ $eq: [{ $getField: field }, { $literal: v }] })
 const num = (field: string) => ({ $convert: { input: { $getField: field }, to: 'double' } })
 

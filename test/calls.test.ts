@@ -1,6 +1,6 @@
 import t from 'tap'
-import { randomBytes } from 'node:crypto'
-import { startServer, type TestServer } from './helpers/server.js'
+import { postJson, startServer, streamQuery, type TestServer } from './helpers/server.js'
+import { hex } from './helpers/ids.js'
 
 let s: TestServer
 t.before(async () => {
@@ -9,23 +9,8 @@ t.before(async () => {
 t.teardown(() => s.stop())
 
 const P = 'acme/calls'
-const hex = (n: number) => randomBytes(n / 2).toString('hex')
 
-async function post(path: string, body: unknown, headers: Record<string, string> = s.basic()) {
-  const res = await fetch(s.url + path, {
-    method: 'POST',
-    headers: { ...headers, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
-  const text = await res.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {
-    json = undefined
-  }
-  return { status: res.status, json, text }
-}
+const post = (path: string, body: unknown, headers: Record<string, string> = s.basic()) => postJson(s, path, body, headers)
 
 const start = (id: string, extra: Record<string, unknown> = {}) => ({
   project_id: P,
@@ -45,14 +30,7 @@ const end = (id: string, extra: Record<string, unknown> = {}) => ({
   ...extra,
 })
 
-async function query(body: Record<string, unknown>): Promise<any[]> {
-  const r = await post('/calls/stream_query', { project_id: P, ...body })
-  if (r.status !== 200) throw new Error(`${r.status} ${r.text}`)
-  return r.text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l))
-}
+const query = (body: Record<string, unknown>) => streamQuery(s, { project_id: P, ...body })
 
 t.test('start, read while running, end, read: the reference example', async (t) => {
   const id = hex(16)

@@ -132,6 +132,55 @@ t.test('tool_choice "auto" on text that is not a call leaves it as content', asy
   t.equal(ch.message.content, raw.choices[0]!.message.content, 'the same text as without parsing')
 })
 
+// The random model never writes a call of its own accord; a regex constraint (which "auto" allows,
+// unlike a named tool) makes it write hermes-style text, and the parser must turn that text into calls.
+const CALLS_RE =
+  'On it\\. <tool_call>\\n\\{"name": "get_weather", "arguments": \\{"city": "[a-z]{1,8}", "unit": "(celsius|fahrenheit)"\\}\\}\\n</tool_call>' +
+  '\\n<tool_call>\\n\\{"name": "get_time", "arguments": \\{\\}\\}\\n</tool_call>'
+
+t.test('tool_choice "auto" end to end: generated hermes calls become tool_calls, whole and streamed', async (t) => {
+  for (const seed of [1, 2]) {
+    const body = { model: 'weft-tiny', messages, tools, max_tokens: 400, seed, structured_outputs: { regex: CALLS_RE } }
+    // The same generation without parsing: the text the parser is given, read here with the test's own regex.
+    const raw = await client(s).chat.completions.create({ ...body, tool_choice: 'none' } as never)
+    const text = (raw as OpenAI.ChatCompletion).choices[0]!.message.content!
+    const m = /^(On it\. )<tool_call>\n(\{.*\})\n<\/tool_call>\n<tool_call>\n(\{.*\})\n<\/tool_call>$/.exec(text)
+    t.ok(m, `seed ${seed}: the constraint made hermes-style text: ${JSON.stringify(text)}`)
+    if (!m) continue
+    const expected = [JSON.parse(m[2]!), JSON.parse(m[3]!)].map((c) => [c.name, c.arguments])
+    t.equal(expected[0]![0], 'get_weather')
+
+    const whole = (await client(s).chat.completions.create({ ...body, tool_choice: 'auto' } as never)) as OpenAI.ChatCompletion
+    const ch = whole.choices[0]!
+    const calls = ch.message.tool_calls as OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall[]
+    t.same(
+      calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
+      expected,
+      `seed ${seed}: the calls`,
+    )
+    for (const c of calls) t.match(c.id, /^chatcmpl-tool-[0-9a-f]{32}$/)
+    t.equal(ch.finish_reason, 'tool_calls')
+    t.equal(ch.message.content, m[1], 'the text before the first call stays content')
+
+    const stream = client(s).chat.completions.stream({ ...body, tool_choice: 'auto' } as never)
+    let pieces = 0
+    stream.on('chunk', (c) => (pieces += c.choices[0]?.delta.tool_calls?.length ?? 0))
+    const final = await stream.finalChatCompletion()
+    const fc = final.choices[0]!
+    t.same(
+      (fc.message.tool_calls as OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall[]).map((c) => [
+        c.function.name,
+        JSON.parse(c.function.arguments),
+      ]),
+      expected,
+      `seed ${seed}: the streamed calls, assembled by the SDK`,
+    )
+    t.ok(pieces > 2, 'tool-call deltas came in pieces')
+    t.equal(fc.finish_reason, 'tool_calls')
+    t.equal(fc.message.content, m[1], 'streamed content before the calls')
+  }
+})
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 function checkWeatherArgs(t: any, args: string) {
   const a = JSON.parse(args)

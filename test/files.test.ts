@@ -6,8 +6,9 @@ import http from 'node:http'
 import path from 'node:path'
 import zlib from 'node:zlib'
 import { DuckDBInstance, blobValue } from '@duckdb/node-api'
-import { MIGRATIONS } from '../src/catalog/migrations.js'
 import { postJson, startServer, tempDir, type TestServer } from './helpers/server.js'
+import { pointWeaveAt } from './helpers/weave.js'
+import { catalogAt } from './helpers/catalog.js'
 
 const MiB = 1024 * 1024
 
@@ -66,6 +67,20 @@ function formParts(project: string): { head: Buffer; tail: Buffer } {
   return { head: Buffer.from(head), tail: Buffer.from(`\r\n--${BOUNDARY}--\r\n`) }
 }
 
+/** A raw upload request to /file/create for a file of `size` bytes (no Content-Length when `chunked`), with the form parts to send around them. */
+function uploadRequest(s: TestServer, project: string, size: number, chunked = false) {
+  const { head, tail } = formParts(project)
+  const req = http.request(s.url + '/file/create', {
+    method: 'POST',
+    headers: {
+      ...s.basic(),
+      'content-type': `multipart/form-data; boundary=${BOUNDARY}`,
+      ...(chunked ? {} : { 'content-length': String(head.length + size + tail.length) }),
+    },
+  })
+  return { req, head, tail }
+}
+
 interface StreamedUpload {
   status: number
   body: any
@@ -77,17 +92,9 @@ interface StreamedUpload {
  * Content-Length, honouring the socket's backpressure; `stopAfter` bytes: the client goes away there.
  */
 function streamUpload(s: TestServer, project: string, size: number, stopAfter?: number, chunked = false): Promise<StreamedUpload> {
-  const { head, tail } = formParts(project)
+  const { req, head, tail } = uploadRequest(s, project, size, chunked)
   const hash = createHash('sha256')
   return new Promise((resolve, reject) => {
-    const req = http.request(s.url + '/file/create', {
-      method: 'POST',
-      headers: {
-        ...s.basic(),
-        'content-type': `multipart/form-data; boundary=${BOUNDARY}`,
-        ...(chunked ? {} : { 'content-length': String(head.length + size + tail.length) }),
-      },
-    })
     let status = 0
     let text = ''
     const done = () => resolve({ status, body: status ? JSON.parse(text || 'null') : null, sha256: hash.digest() })
@@ -119,16 +126,8 @@ function streamUpload(s: TestServer, project: string, size: number, stopAfter?: 
 
 /** Sends only the headers of an upload of `size` bytes (as a client waiting for 100-continue would) and reads the answer. */
 function refusedUnread(s: TestServer, project: string, size: number): Promise<{ status: number; text: string }> {
-  const { head, tail } = formParts(project)
+  const { req } = uploadRequest(s, project, size)
   return new Promise((resolve, reject) => {
-    const req = http.request(s.url + '/file/create', {
-      method: 'POST',
-      headers: {
-        ...s.basic(),
-        'content-type': `multipart/form-data; boundary=${BOUNDARY}`,
-        'content-length': String(head.length + size + tail.length),
-      },
-    })
     req.on('response', (res) => {
       let text = ''
       res.on('data', (d) => (text += d))
@@ -260,8 +259,7 @@ t.test('a key limited to another entity gets 403', async (t) => {
 })
 
 t.test("the weave SDK's weaveImage uploads through /file/create and reads back byte-identical", async (t) => {
-  process.env.WF_TRACE_SERVER_URL = s.url
-  process.env.WANDB_API_KEY = s.key
+  pointWeaveAt(s)
   const weave = await import('weave')
   const client = await weave.init('acme/images')
   const image = png(64, 48)
@@ -357,13 +355,7 @@ t.test('a database from before keeps its files: bytes carried out of the catalog
   t.teardown(() => rm(dataDir, { recursive: true, force: true }))
   const old = Buffer.from('bytes an older weft kept in catalog.duckdb')
   const digest = digestOf(old)
-  const db = await DuckDBInstance.create(path.join(dataDir, 'catalog.duckdb'))
-  const c = await db.connect()
-  await c.run('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)')
-  for (const m of MIGRATIONS.filter((m) => m.version <= 5)) {
-    for (const stmt of m.statements) await c.run(stmt)
-    await c.run('INSERT INTO schema_migrations VALUES ($1, $2, now())', [m.version, m.name])
-  }
+  const { db, conn: c } = await catalogAt(dataDir, 5)
   await c.run('INSERT INTO files VALUES ($1, $2, $3::BLOB, $4, now()::TIMESTAMP)', [
     'acme/old',
     digest,

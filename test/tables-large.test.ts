@@ -1,23 +1,10 @@
-import { createHash } from 'node:crypto'
 import { rm } from 'node:fs/promises'
-import path from 'node:path'
 import t from 'tap'
-import { DuckDBInstance } from '@duckdb/node-api'
 import { postJson, startServer, tempDir, type TestServer } from './helpers/server.js'
-import { MIGRATIONS } from '../src/catalog/migrations.js'
+import { rowDigest, tableDigest } from './helpers/weave-digest.js'
+import { catalogAt } from './helpers/catalog.js'
 
-// Weave's digests for rows of plain ASCII keys, strings and integers (their json.dumps is JSON.stringify's
-// text with ", " and ": " separators), computed here independently of the server.
-const dumps = (row: Record<string, string | number>) =>
-  '{' +
-  Object.entries(row)
-    .map(([k, v]) => `${JSON.stringify(k)}: ${JSON.stringify(v)}`)
-    .join(', ') +
-  '}'
-const rowDigest = (row: Record<string, string | number>) =>
-  createHash('sha256').update(dumps(row)).digest('base64url').replace(/-/g, 'X').replace(/_/g, 'Y')
-const tableDigest = (digests: string[]) => createHash('sha256').update(digests.join('')).digest('hex')
-
+// Expected digests: helpers/weave-digest.ts, independent of the server.
 // Past the old bound of 100,000 rows per table; each request stays under the per-request bound.
 const N = 150_000
 const HALF = N / 2
@@ -26,14 +13,10 @@ const rows = Array.from({ length: N }, (_, i) => row(i))
 const digests = rows.map(rowDigest)
 
 let s: TestServer
-const dataDir = tempDir()
 t.before(async () => {
-  s = await startServer({ dataDir })
+  s = await startServer()
 })
-t.teardown(async () => {
-  await s.stop()
-  await rm(dataDir, { recursive: true, force: true })
-})
+t.teardown(() => s.stop())
 
 const P = 'acme/big'
 const post = (p: string, body: unknown) => postJson(s, p, body)
@@ -140,13 +123,7 @@ t.test('a table over the per-request bound is 413, over the table bound too', as
 
 t.test('tables stored before the chunked layout read the same after the migration', async (t) => {
   const dir = tempDir()
-  const db = await DuckDBInstance.create(path.join(dir, 'catalog.duckdb'))
-  const conn = await db.connect()
-  await conn.run('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)')
-  for (const m of MIGRATIONS.filter((m) => m.version <= 6)) {
-    for (const stmt of m.statements) await conn.run(stmt)
-    await conn.run('INSERT INTO schema_migrations VALUES ($1, $2, now())', [m.version, m.name])
-  }
+  const { db, conn } = await catalogAt(dir, 6)
   const old = [row(1), row(2), row(1)]
   const oldDigests = old.map(rowDigest)
   for (const r of old.slice(0, 2)) await conn.run(`INSERT INTO table_rows VALUES ('acme/old', $1, $2)`, [rowDigest(r), JSON.stringify(r)])

@@ -1,43 +1,12 @@
-import { createHash } from 'node:crypto'
 import { rm } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
 import { DuckDBInstance } from '@duckdb/node-api'
 import { postJson, startServer, tempDir, type TestServer } from './helpers/server.js'
+import { dumps, rowDigest, tableDigest } from './helpers/weave-digest.js'
+import { pointWeaveAt } from './helpers/weave.js'
 
-// Weave's digests, written here from its description (not by calling the server's code):
-// row digest = base64url(sha256(json.dumps(row))) with '-'→'X', '_'→'Y', no padding, where json.dumps
-// uses ", " and ": ", keys as given, non-ASCII as \uXXXX; table digest = hex sha256 of the row digests joined.
-function dumps(v: unknown): string {
-  if (v === null) return 'null'
-  if (typeof v === 'string')
-    return JSON.stringify(v).replace(/[\u007f-\uffff]/g, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'))
-  if (typeof v === 'number') {
-    if (Number.isInteger(v)) return String(v)
-    const [m, e] = v.toExponential().split('e') as [string, string]
-    return Math.abs(Number(e)) > 4 && Number(e) < 0 ? `${m}e-${String(-Number(e)).padStart(2, '0')}` : String(v)
-  }
-  if (typeof v === 'boolean') return String(v)
-  if (Array.isArray(v)) return '[' + v.map(dumps).join(', ') + ']'
-  return (
-    '{' +
-    Object.entries(v as object)
-      .map(([k, x]) => `${dumps(k)}: ${dumps(x)}`)
-      .join(', ') +
-    '}'
-  )
-}
-const rowDigest = (row: unknown) =>
-  createHash('sha256')
-    .update(dumps(row))
-    .digest('base64')
-    .replace(/=+$/, '')
-    .replace(/\+/g, '-')
-    .replace(/\//g, '_')
-    .replace(/-/g, 'X')
-    .replace(/_/g, 'Y')
-const tableDigest = (rowDigests: string[]) => createHash('sha256').update(rowDigests.join('')).digest('hex')
-
+// Expected digests come from helpers/weave-digest.ts, written from Weave's description, not from the server's code.
 let s: TestServer
 // Our own data dir: the last test reads the catalog file after the server stops.
 const dataDir = tempDir()
@@ -200,8 +169,7 @@ t.test('too many rows is 413', async (t) => {
 })
 
 t.test('the weave SDK saves a dataset and reads its rows back', async (t) => {
-  process.env.WF_TRACE_SERVER_URL = s.url
-  process.env.WANDB_API_KEY = s.key
+  pointWeaveAt(s)
   const weave = await import('weave')
   const client = await weave.init('acme/datasets')
   const rows = [

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { postJson, startServer, type TestServer } from './helpers/server.js'
+import { postJson, requestJson, startServer, type TestServer } from './helpers/server.js'
+import { pointWeaveAt } from './helpers/weave.js'
 
 // The /v2/{entity}/{project} object API (ops, datasets, scorers, evaluations, models) against a real server.
 // Expected digests and object ids are computed by Python (json.dumps, hashlib), the language Weave's own
@@ -9,8 +10,7 @@ import { postJson, startServer, type TestServer } from './helpers/server.js'
 let s: TestServer
 t.before(async () => {
   s = await startServer()
-  process.env.WF_TRACE_SERVER_URL = s.url
-  process.env.WANDB_API_KEY = s.key
+  pointWeaveAt(s)
 })
 t.teardown(() => s.stop())
 
@@ -57,19 +57,7 @@ const EVALUATE =
   'import weave\n@weave.op\ndef evaluate(evaluation, model):\n    """Placeholder evaluate function."""\n' +
   '    # TODO: Implement actual evaluation logic\n    return {"status": "not_implemented"}\n'
 
-async function call(method: string, path: string, body?: unknown, auth: Record<string, string> = s.basic()) {
-  const res = await fetch(s.url + path, {
-    method,
-    headers: { ...auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await res.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {}
-  return { status: res.status, json, text, headers: res.headers }
-}
+const call = (method: string, path: string, body?: unknown, auth?: Record<string, string>) => requestJson(s, method, path, body, auth)
 async function ok(method: string, path: string, body?: unknown) {
   const r = await call(method, path, body)
   if (r.status !== 200) throw new Error(`${method} ${path} answered ${r.status}: ${r.text.slice(0, 400)}`)
@@ -313,14 +301,11 @@ t.test('evaluations: placeholder ops, refs, attributes', async (t) => {
   }
   t.equal((await readV('ops', 'sum_eval_evaluate', 'latest')).json.code, EVALUATE)
   const [evaluate, pas, summarize] = [await opRef('evaluate'), await opRef('predict_and_score'), await opRef('summarize')]
+  // The fields the evaluation read repeats from the object.
+  const fields = { name: 'Sum Eval', description: null, dataset: dsRef, scorers: [sc.scorer], trials: 1, evaluation_name: null }
   const val = {
     ...bases('Evaluation'),
-    name: 'Sum Eval',
-    description: null,
-    dataset: dsRef,
-    scorers: [sc.scorer],
-    trials: 1,
-    evaluation_name: null,
+    ...fields,
     metadata: null,
     preprocess_model_input: null,
     on_complete: null,
@@ -341,12 +326,7 @@ t.test('evaluations: placeholder ops, refs, attributes', async (t) => {
       digest,
       version_index: 0,
       created_at: undefined,
-      name: 'Sum Eval',
-      description: null,
-      dataset: dsRef,
-      scorers: [sc.scorer],
-      trials: 1,
-      evaluation_name: null,
+      ...fields,
       evaluate_op: evaluate,
       predict_and_score_op: pas,
       summarize_op: summarize,

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { postJson, startServer, type TestServer } from './helpers/server.js'
+import { pointWeaveAt } from './helpers/weave.js'
 
 // A Weave evaluation run end to end with the real `weave` npm SDK against a real weft, then read back over HTTP.
 let s: TestServer
 t.before(async () => {
   s = await startServer()
-  process.env.WF_TRACE_SERVER_URL = s.url
-  process.env.WANDB_API_KEY = s.key
+  pointWeaveAt(s)
 })
 t.teardown(() => s.stop())
 

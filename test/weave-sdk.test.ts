@@ -1,26 +1,16 @@
 import t from 'tap'
-import { startServer, type TestServer } from './helpers/server.js'
+import { startServer, streamQuery, type TestServer } from './helpers/server.js'
+import { pointWeaveAt } from './helpers/weave.js'
 
 // The real `weave` npm SDK, pointed at weft the way its docs say to point it at a self-hosted server.
 let s: TestServer
 t.before(async () => {
   s = await startServer()
-  process.env.WF_TRACE_SERVER_URL = s.url
-  process.env.WANDB_API_KEY = s.key
+  pointWeaveAt(s)
 })
 t.teardown(() => s.stop())
 
-async function query(body: Record<string, unknown>): Promise<any[]> {
-  const r = await fetch(s.url + '/calls/stream_query', {
-    method: 'POST',
-    headers: { ...s.basic(), 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
-  return (await r.text())
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l))
-}
+const query = (body: Record<string, unknown>) => streamQuery(s, body)
 
 t.test('nested ops, one of which throws, are traced and read back', async (t) => {
   const weave = await import('weave')

@@ -16,7 +16,7 @@ import {
 } from './request.js'
 import { TemplateError, type ModelTokenizer } from './tokenizer.js'
 import { applyTokenMask } from './logits-processors.js'
-import { GrammarError, type Grammars } from './structured/grammars.js'
+import { GrammarError, type GrammarSource } from './structured/constraint.js'
 
 /** One sequence's part of a step: the tokens it feeds, from which position, and what the step's logits are for. */
 interface Work {
@@ -53,7 +53,7 @@ export class Engine {
     private readonly opts: EngineOptions,
     private readonly emit: (e: WorkerEvent) => void,
     /** Structured outputs for this model's vocabulary; null: requests with a constraint are refused. */
-    private readonly grammars: Grammars | null = null,
+    private readonly grammars: GrammarSource | null = null,
   ) {
     this.out = new Output(tok, model.maxPositions, emit)
     this.preparer = { model, tok, defaults, opts }
@@ -71,8 +71,9 @@ export class Engine {
 
   /**
    * Renders and tokenizes the request, checks it, and queues it; errors are emitted, not thrown. A
-   * request with a constraint has its grammar compiled (or found in the cache) first, at admission:
-   * the running batch never waits for it, and a grammar xgrammar rejects is a 400 before any output.
+   * request with a constraint has its grammar compiled (or found in the cache) first, at admission,
+   * in a grammar lane's thread: the running batch never waits for it, and a grammar xgrammar rejects
+   * is a 400 before any output.
    */
   submit(req: GenerateRequest): void {
     try {
@@ -125,9 +126,9 @@ export class Engine {
   }
 
   /** The compiled grammar of the request's constraint, and a matcher on it for each choice. */
-  private async withGrammar(a: Active, grammars: Grammars): Promise<void> {
-    const compiled = await grammars.compile(a.req.constraint!)
-    for (const c of a.choices) c.grammar = await grammars.matcher(compiled, a.req.stopTokenIds)
+  private async withGrammar(a: Active, grammars: GrammarSource): Promise<void> {
+    const matchers = await grammars.open(a.req.constraint!, a.req.stopTokenIds, a.choices.length)
+    for (const [i, c] of a.choices.entries()) c.grammar = matchers[i]!
   }
 
   private disposeGrammars(a: Active): void {
@@ -182,7 +183,10 @@ export class Engine {
       }
       try {
         const work = this.schedule()
-        this.step(work, await this.masks(work))
+        const masks = this.masks(work)
+        // Awaited inside step, after the forward pass; this only keeps an early failure from counting as unhandled.
+        masks?.catch(() => {})
+        await this.step(work, masks)
       } catch (e) {
         console.error(e)
         for (const a of this.running.splice(0)) this.fail(a, 'Internal server error')
@@ -218,20 +222,18 @@ export class Engine {
   }
 
   /**
-   * The grammar masks of the sequences that sample this step. A matcher's state depends only on the
-   * tokens already taken, so the masks are made before the forward pass.
+   * The grammar masks of the sequences that sample this step, asked of their lanes now. A matcher's
+   * state depends only on the tokens already taken, so the lanes compute them while this thread runs
+   * the forward pass.
    */
-  private async masks(work: Work[]): Promise<Map<Choice, Int32Array> | null> {
-    let out: Map<Choice, Int32Array> | null = null
+  private masks(work: Work[]): Promise<Map<Choice, Int32Array>> | null {
+    const asked: [Choice, Promise<Int32Array | null>][] = []
     for (const w of work) {
       if (!w.samples) continue
-      for (const c of this.sampling(w)) {
-        if (!c.grammar) continue
-        out ??= new Map()
-        out.set(c, c.grammar.terminated ? this.stopOnlyMask() : await c.grammar.nextMask())
-      }
+      for (const c of this.sampling(w)) if (c.grammar) asked.push([c, c.grammar.nextMask()])
     }
-    return out
+    if (!asked.length) return null
+    return Promise.all(asked.map(([, p]) => p)).then((ms) => new Map(asked.map(([c], i) => [c, ms[i] ?? this.stopOnlyMask()])))
   }
 
   /** After the grammar is complete only end-of-sequence may follow (it reaches here only with ignore_eos). */
@@ -247,9 +249,10 @@ export class Engine {
   }
 
   /** One forward pass over the batch: prompt chunks and decode tokens together, then sampling and events. */
-  private step(work: Work[], masks: Map<Choice, Int32Array> | null): void {
+  private async step(work: Work[], asked: Promise<Map<Choice, Int32Array>> | null): Promise<void> {
     if (!work.length) return
     const logits = this.model.forward(work.map((w) => ({ tokens: w.tokens, cache: w.choice.cache, allLogits: w.all })))
+    const masks = asked && (await asked)
     const t = now()
     for (const [i, w] of work.entries()) {
       const l = logits[i]!

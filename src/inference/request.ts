@@ -11,7 +11,7 @@ import { Rng } from './rng.js'
 import { Sampler } from './sampler.js'
 import { GREEDY_BELOW, type SamplingParams } from './sampling-params.js'
 import type { ModelTokenizer } from './tokenizer.js'
-import type { TokenMatcher } from './structured/grammars.js'
+import type { SequenceGrammar } from './structured/constraint.js'
 
 export interface EngineOptions {
   /** Sequences (choices) decoded together at most. */
@@ -67,7 +67,7 @@ export interface Choice {
   lastAt: number
   gaps: number
   /** Its place in the structured-output grammar; null: unconstrained. */
-  grammar: TokenMatcher | null
+  grammar: SequenceGrammar | null
 }
 
 export interface Active {

@@ -11,7 +11,7 @@ import { ModelTokenizer } from './tokenizer.js'
 import { Engine } from './engine.js'
 import type { EngineOptions, GenerationDefaults } from './request.js'
 import type { ModelInfo, WorkerCommand, WorkerEvent } from './protocol.js'
-import { Grammars } from './structured/grammars.js'
+import { GrammarLanes } from './structured/lanes.js'
 import { readGrammarVocab } from './structured/vocab.js'
 
 export interface WorkerConfig {
@@ -92,7 +92,7 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
   const backend = await chooseBackend(config.backend)
   const dir = config.modelDir
   const m = await loadModel(dir)
-  const grammars = new Grammars(await readGrammarVocab(dir, m.cfg.vocab_size, m.tok.eosIds))
+  const grammars = new GrammarLanes({ vocab: await readGrammarVocab(dir, m.cfg.vocab_size, m.tok.eosIds) })
   const engine = new Engine(m.model, m.tok, m.gen, config.engine, emit, grammars)
   const info: ModelInfo = {
     name: config.servedName,
@@ -107,6 +107,7 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
   port.on('message', (c: WorkerCommand) => answer(c, engine, m, emit))
   emit({ type: 'ready', model: info })
   await engine.run()
+  await grammars.close()
   m.model.dispose()
 }
 

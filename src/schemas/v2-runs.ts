@@ -95,7 +95,7 @@ export const PredictionCreateResSchema = Type.Object({ prediction_id: Type.Strin
 
 /** GET …/predictions and …/scores: optionally those of one run. */
 export const RunItemsListQuerySchema = Type.Object({
-  evaluation_run_id: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Only those of this run' })),
+  evaluation_run_id: Type.Optional(id('Only those of this run')),
   ...page,
 })
 export type RunItemsListQuery = Static<typeof RunItemsListQuerySchema>

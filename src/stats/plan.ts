@@ -9,6 +9,8 @@ import type { Tier } from './rollups.js'
 
 const HOUR = 3_600_000
 const MINUTE = 60_000
+/** Past this many minute slots and call-tier windows, a request is answered by one scan instead. */
+const MAX_PIECES = 4_000
 
 /** The range of a request, checked, with its defaults resolved (end: now; time zone: UTC; granularity: from the span). */
 export interface StatsRange {
@@ -72,6 +74,9 @@ export function planStats(ctx: StatsContext, rollupsReady: boolean, forceScan = 
     hours: !noHours,
     minutes: dims.tier === 'project',
   })
+  // Buckets that cut most minutes (a granularity of 260 s over 30 days) leave tens of thousands of slots and
+  // windows; one statement over that many ranges costs far more to plan and run than one scan of the range.
+  if (minutes.length + windows.length > MAX_PIECES) return { path: 'scan', windows: [[ctx.start, ctx.end]] }
   const pieces: Piece[] = [
     ...(hours.length ? [{ tier: dims.tier, slots: hours }] : []),
     ...(minutes.length ? [{ tier: 'minute' as const, slots: minutes }] : []),

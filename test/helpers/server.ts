@@ -98,12 +98,15 @@ export async function startServer(
   }
 }
 
-/** POSTs JSON (with the server's admin key unless other auth headers are given); the body parsed when it is JSON, the headers kept. */
-export async function postJson(s: TestServer, path: string, body: unknown, auth: Record<string, string> = s.basic()) {
+/**
+ * Sends a request, its body as JSON when one is given, with the server's admin key unless other auth headers
+ * are given; the body parsed when it is JSON, the headers kept.
+ */
+export async function requestJson(s: TestServer, method: string, path: string, body?: unknown, auth: Record<string, string> = s.basic()) {
   const res = await fetch(s.url + path, {
-    method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
+    method,
+    headers: { ...auth, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
   })
   const text = await res.text()
   let json: any
@@ -111,4 +114,18 @@ export async function postJson(s: TestServer, path: string, body: unknown, auth:
     json = JSON.parse(text)
   } catch {}
   return { status: res.status, json, text, headers: res.headers }
+}
+
+/** POSTs JSON, as `requestJson`. */
+export const postJson = (s: TestServer, path: string, body: unknown, auth: Record<string, string> = s.basic()) =>
+  requestJson(s, 'POST', path, body, auth)
+
+/** The calls /calls/stream_query answers, parsed from its JSON lines; a status other than 200 throws. */
+export async function streamQuery(s: TestServer, body: Record<string, unknown>, auth: Record<string, string> = s.basic()): Promise<any[]> {
+  const r = await postJson(s, '/calls/stream_query', body, auth)
+  if (r.status !== 200) throw new Error(`${r.status} ${r.text}`)
+  return r.text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
 }

@@ -4,13 +4,11 @@ import type { CallPart, CallRecord } from '../model.js'
 import type { Prediction } from '../../schemas/v2.js'
 import type { PredictionCreateReq, RunItemsListQuery } from '../../schemas/v2-runs.js'
 import {
-  allOf,
-  attrIs,
   deleteKind,
   endOf,
   ensureOp,
   KIND,
-  listKind,
+  listRunItems,
   NAME,
   opNameIs,
   parseRef,
@@ -88,15 +86,11 @@ export async function createPrediction(d: EvalDeps, s: Scope, req: PredictionCre
   return { prediction_id: id }
 }
 
-export async function readPrediction(d: EvalDeps, project: string, id: string): Promise<Prediction> {
-  return toPrediction(await readKind(d, project, id, 'prediction'))
-}
+export const readPrediction = async (d: EvalDeps, project: string, id: string): Promise<Prediction> =>
+  toPrediction(await readKind(d, project, id, 'prediction'))
 
-export function listPredictions(d: EvalDeps, project: string, q: RunItemsListQuery): Promise<AsyncGenerator<Prediction[]>> {
-  const conds = [attrIs(KIND.prediction, 'true')]
-  if (q.evaluation_run_id) conds.push(attrIs('evaluation_run_id', q.evaluation_run_id))
-  return listKind(d, project, { query: allOf(conds), limit: q.limit, offset: q.offset }, toPrediction)
-}
+export const listPredictions = (d: EvalDeps, project: string, q: RunItemsListQuery): Promise<AsyncGenerator<Prediction[]>> =>
+  listRunItems(d, project, 'prediction', q, toPrediction)
 
 /** Seconds between a call's start and end, or null while it runs. */
 function latencySeconds(call: CallRecord): number | null {
@@ -127,6 +121,5 @@ export async function finishPrediction(d: EvalDeps, s: Scope, id: string): Promi
   return { success: true }
 }
 
-export async function deletePredictions(d: EvalDeps, project: string, ids: string[]): Promise<{ num_deleted: number }> {
-  return { num_deleted: await deleteKind(d, project, ids, 'prediction') }
-}
+export const deletePredictions = (d: EvalDeps, project: string, ids: string[]): Promise<{ num_deleted: number }> =>
+  deleteKind(d, project, ids, 'prediction')

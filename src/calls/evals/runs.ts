@@ -62,9 +62,8 @@ export async function createRun(d: EvalDeps, s: Scope, req: EvaluationRunCreateR
   return { evaluation_run_id: id }
 }
 
-export async function readRun(d: EvalDeps, project: string, id: string): Promise<EvaluationRun> {
-  return toRun(await readKind(d, project, id, 'run'))
-}
+export const readRun = async (d: EvalDeps, project: string, id: string): Promise<EvaluationRun> =>
+  toRun(await readKind(d, project, id, 'run'))
 
 /** Every filter list narrows (empty lists filter nothing, as in Weave); oldest first. */
 export function listRuns(d: EvalDeps, project: string, q: EvaluationRunListQuery): Promise<AsyncGenerator<EvaluationRun[]>> {
@@ -86,6 +85,5 @@ export async function finishRun(d: EvalDeps, s: Scope, id: string, req: Evaluati
 }
 
 /** Deletes runs with every call under them: predict-and-score calls, predictions, scores. */
-export async function deleteRuns(d: EvalDeps, project: string, ids: string[]): Promise<{ num_deleted: number }> {
-  return { num_deleted: await deleteKind(d, project, ids, 'run') }
-}
+export const deleteRuns = (d: EvalDeps, project: string, ids: string[]): Promise<{ num_deleted: number }> =>
+  deleteKind(d, project, ids, 'run')

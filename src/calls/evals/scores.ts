@@ -11,7 +11,7 @@ import {
   endOf,
   ensureOp,
   KIND,
-  listKind,
+  listRunItems,
   NAME,
   parseRef,
   readKind,
@@ -91,19 +91,14 @@ export async function createScore(d: EvalDeps, s: Scope, req: ScoreCreateReq): P
   return { score_id: id }
 }
 
-export async function readScore(d: EvalDeps, project: string, id: string): Promise<Score> {
-  return toScore(await readKind(d, project, id, 'score'))
-}
+export const readScore = async (d: EvalDeps, project: string, id: string): Promise<Score> =>
+  toScore(await readKind(d, project, id, 'score'))
 
-export function listScores(d: EvalDeps, project: string, q: RunItemsListQuery): Promise<AsyncGenerator<Score[]>> {
-  const conds = [attrIs(KIND.score, 'true')]
-  if (q.evaluation_run_id) conds.push(attrIs('evaluation_run_id', q.evaluation_run_id))
-  return listKind(d, project, { query: allOf(conds), limit: q.limit, offset: q.offset }, toScore)
-}
+export const listScores = (d: EvalDeps, project: string, q: RunItemsListQuery): Promise<AsyncGenerator<Score[]>> =>
+  listRunItems(d, project, 'score', q, toScore)
 
-export async function deleteScores(d: EvalDeps, project: string, ids: string[]): Promise<{ num_deleted: number }> {
-  return { num_deleted: await deleteKind(d, project, ids, 'score') }
-}
+export const deleteScores = (d: EvalDeps, project: string, ids: string[]): Promise<{ num_deleted: number }> =>
+  deleteKind(d, project, ids, 'score')
 
 /** The scorer name of a scorer ref as Weave reads it: the last path segment up to its `:`. */
 function scorerName(ref: unknown): string {

@@ -1,5 +1,6 @@
 import { DomainError } from '../../core/errors.js'
 import type { Query } from '../../schemas/calls.js'
+import type { RunItemsListQuery } from '../../schemas/v2-runs.js'
 import type { ObjectStore } from '../../catalog/objects.js'
 import type { FeedbackStore } from '../../catalog/feedback.js'
 import { createOp, opRef, PLACEHOLDER_OP_SOURCE } from '../../catalog/ops.js'
@@ -139,20 +140,33 @@ export async function listKind<T>(
   })()
 }
 
+/** Predictions or scores, optionally only those of one run, oldest first. */
+export function listRunItems<T>(
+  d: EvalDeps,
+  project: string,
+  kind: 'prediction' | 'score',
+  q: RunItemsListQuery,
+  shape: (c: CallRecord) => T,
+): Promise<AsyncGenerator<T[]>> {
+  const conds = [attrIs(KIND[kind], 'true')]
+  if (q.evaluation_run_id) conds.push(attrIs('evaluation_run_id', q.evaluation_run_id))
+  return listKind(d, project, { query: allOf(conds), limit: q.limit, offset: q.offset }, shape)
+}
+
 /**
  * Deletes the calls among `ids` that are of `kind`, and everything under them (as /calls/delete
  * does); ids of other calls, unknown or deleted ones are left alone. Answers how many calls it deleted.
  */
-export async function deleteKind(d: EvalDeps, project: string, ids: string[], kind: Kind): Promise<number> {
+export async function deleteKind(d: EvalDeps, project: string, ids: string[], kind: Kind): Promise<{ num_deleted: number }> {
   checkIds(ids, 'ids')
   const unique = [...new Set(ids)]
   const found = await d.calls.query(project, { filter: { call_ids: unique }, query: allOf([attrIs(KIND[kind], 'true')]) })
-  if (found.length === 0) return 0
+  if (found.length === 0) return { num_deleted: 0 }
   const all = await d.calls.withDescendants(
     project,
     found.map((c) => String(c.id)),
   )
   const now = (BigInt(Date.now()) * 1000n).toString()
   await d.calls.ingest(all.map((id) => ({ kind: 'delete' as const, project_id: project, id, deleted_us: now })))
-  return all.length
+  return { num_deleted: all.length }
 }

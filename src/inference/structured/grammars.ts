@@ -4,14 +4,13 @@
  * schema costs nothing at admission; each sequence gets its own matcher.
  */
 import type { CompiledGrammar, GrammarCompiler, GrammarMatcher, TokenizerInfo } from '@mlc-ai/web-xgrammar'
-import { constraintKey, type Constraint } from './constraint.js'
+import { GrammarError, constraintKey, type Constraint } from './constraint.js'
 import { loadXGrammar, type ErrorSink, type XGrammar } from './xgrammar-module.js'
 import type { GrammarVocab } from './vocab.js'
 import { rewriteBoundedStrings } from './schema-rewrite.js'
 import { UTF8_START, maskInvalidUtf8, tokenBytes, utf8Run, type TokenBytes, type Utf8State } from './utf8.js'
 
-/** A constraint the grammar engine rejects: the client's mistake, a 400. */
-export class GrammarError extends Error {}
+export { GrammarError }
 
 /** One xgrammar instance with the vocabulary loaded, and how many compiles it has seen fail. */
 interface Runtime {
@@ -46,6 +45,11 @@ export interface Compiled {
   runtime: Runtime
 }
 
+export interface CacheWatch {
+  evicted?(key: string): void
+  cleared?(): void
+}
+
 export class Grammars {
   private runtime: Promise<Runtime> | null = null
   private readonly cache = new Map<string, Compiled>()
@@ -57,6 +61,8 @@ export class Grammars {
   constructor(
     private readonly vocab: GrammarVocab,
     private readonly capacity = 64,
+    /** Told which cached grammars go, so that a lane's owner can mirror what it holds. */
+    private readonly watch: CacheWatch = {},
   ) {}
 
   private current(): Promise<Runtime> {
@@ -91,6 +97,7 @@ export class Grammars {
         // Matchers made from it keep it alive until they finish; new work goes to a fresh instance.
         this.runtime = null
         this.cache.clear()
+        this.watch.cleared?.()
       }
       throw new GrammarError(`${FAILURE[c.kind]} ${reason(rt.sink, e)}`.trim())
     }
@@ -101,6 +108,7 @@ export class Grammars {
       const [oldest, old] = this.cache.entries().next().value as [string, Compiled]
       this.cache.delete(oldest)
       old.grammar.dispose()
+      this.watch.evicted?.(oldest)
     }
     return compiled
   }

@@ -1,0 +1,115 @@
+import t from 'tap'
+import OpenAI from 'openai'
+import { startServer, type TestServer } from './helpers/server.js'
+
+// A grammar compile must not pause the running batch: streams already decoding keep their pace while
+// another request's large schema compiles. The compile's length is measured here by the request that
+// needs it (its whole latency, with max_tokens 1), and the running streams' gaps between tokens are
+// measured over the same window, on the client, independently of the server's own accounting.
+let s: TestServer
+let client: OpenAI
+t.before(async () => {
+  s = await startServer()
+  client = new OpenAI({ apiKey: s.key, baseURL: s.url + '/v1', maxRetries: 0 })
+})
+t.teardown(() => s.stop())
+
+const messages = [{ role: 'user' as const, content: 'Go on.' }]
+
+/** 200 properties of mixed kinds, named after `salt` so that no earlier request compiled it. */
+function largeSchema(salt: string): Record<string, unknown> {
+  const props: Record<string, unknown> = {}
+  for (let i = 0; i < 200; i++)
+    props[`f_${salt}_${i}`] =
+      i % 3 === 0
+        ? { type: 'string', maxLength: 20 }
+        : i % 3 === 1
+          ? { type: 'integer', minimum: -i, maximum: i * 100 }
+          : { type: 'object', properties: { a: { enum: ['x', 'y'] }, b: { type: 'array', items: { type: 'number' } } }, required: ['a'] }
+  return { type: 'object', properties: props, required: Object.keys(props).slice(0, 20) }
+}
+
+/** A long stream whose chunk arrival times are recorded until `stop` is set. */
+function runningStream(extra: Record<string, unknown>) {
+  const times: number[] = []
+  const state = { stop: false, done: null as Promise<void> | null }
+  state.done = (async () => {
+    const stream = (await client.chat.completions.create({
+      model: 'weft-tiny',
+      messages,
+      max_tokens: 3500,
+      stream: true,
+      ...extra,
+    } as never)) as unknown as AsyncIterable<OpenAI.ChatCompletionChunk> & { controller: AbortController }
+    for await (const c of stream) {
+      if (c.choices[0]?.delta.content) times.push(performance.now())
+      if (state.stop) {
+        stream.controller.abort()
+        break
+      }
+    }
+  })()
+  return { times, state }
+}
+
+/** The largest gap between consecutive tokens inside [from, to], counting the edges of the window. */
+function maxGap(times: number[], from: number, to: number): { gap: number; at: number; tokens: number } {
+  const inside = times.filter((x) => x >= from && x <= to)
+  const points = [from, ...inside, to]
+  let gap = 0
+  let at = 0
+  for (let i = 1; i < points.length; i++)
+    if (points[i]! - points[i - 1]! > gap) {
+      gap = points[i]! - points[i - 1]!
+      at = points[i - 1]! - from
+    }
+  return { gap, at, tokens: inside.length }
+}
+
+const until = async (cond: () => boolean, ms: number) => {
+  const end = Date.now() + ms
+  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 10))
+}
+
+t.test('running streams keep decoding while a large schema compiles', async (t) => {
+  // Warm the structured-output machinery (the vocabulary in xgrammar, the JSON Schema meta-schema's
+  // validator) so that the window below is the compile.
+  await client.chat.completions.create({
+    model: 'weft-tiny',
+    messages,
+    max_tokens: 2,
+    structured_outputs: { json: { type: 'object', properties: { a: { type: 'integer' } } } },
+  } as never)
+  // One plain stream, and one constrained stream whose matcher is live during the compile.
+  const plain = runningStream({ ignore_eos: true })
+  const constrained = runningStream({ structured_outputs: { regex: '([a-z]{1,8} ){1,3000}' } })
+  await until(() => plain.times.length >= 20 && constrained.times.length >= 20, 60_000)
+  t.ok(plain.times.length >= 20 && constrained.times.length >= 20, 'both streams are running')
+
+  const t0 = performance.now()
+  const r = (await client.chat.completions.create({
+    model: 'weft-tiny',
+    messages,
+    max_tokens: 1,
+    structured_outputs: { json: largeSchema(Math.random().toString(36).slice(2, 8)) },
+  } as never)) as OpenAI.ChatCompletion
+  const t1 = performance.now()
+  const compileMs = t1 - t0
+  plain.state.stop = true
+  constrained.state.stop = true
+  await Promise.all([plain.state.done, constrained.state.done])
+  t.equal(r.choices[0]?.message.content?.[0], '{', 'the large schema constrains its reply')
+  t.ok(compileMs > 300, `the compile is long enough to show a pause (${compileMs.toFixed(0)} ms)`)
+
+  for (const [name, st] of [
+    ['plain', plain],
+    ['constrained', constrained],
+  ] as const) {
+    const { gap, at, tokens } = maxGap(st.times, t0, t1)
+    t.comment(
+      `${name}: ${tokens} tokens during the ${compileMs.toFixed(0)} ms compile, longest gap ${gap.toFixed(0)} ms at +${at.toFixed(0)} ms`,
+    )
+    t.ok(tokens >= 5, `${name} stream produced tokens during the compile (${tokens})`)
+    t.ok(gap < compileMs / 3, `${name} stream's longest gap ${gap.toFixed(0)} ms is far below the compile's ${compileMs.toFixed(0)} ms`)
+  }
+})
