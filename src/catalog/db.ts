@@ -1,11 +1,18 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from '@duckdb/node-api'
+import { DuckDBDataChunk, DuckDBInstance, type DuckDBConnection, type DuckDBType, type DuckDBValue } from '@duckdb/node-api'
 import { MIGRATIONS } from './migrations.js'
 
 export const CATALOG_FILE = 'catalog.duckdb'
 
 export class CatalogLockedError extends Error {}
+
+/**
+ * WAL size past which a commit checkpoints. DuckDB's 16 MB made every other 10 MB dataset chunk checkpoint, and a
+ * checkpoint writes the row indexes whole, so a big table's ingest slowed with its size (seconds per commit near
+ * 100k rows). Replaying a larger WAL after a crash costs a little more at the next start.
+ */
+const CHECKPOINT_THRESHOLD = '256MB'
 
 /**
  * The catalog: a DuckDB database file holding small transactional state (keys now; objects,
@@ -29,7 +36,7 @@ export class Catalog {
     const file = path.join(dataDir, CATALOG_FILE)
     let instance: DuckDBInstance
     try {
-      instance = await DuckDBInstance.create(file)
+      instance = await DuckDBInstance.create(file, { checkpoint_threshold: CHECKPOINT_THRESHOLD })
     } catch (e) {
       const msg = (e as Error).message
       if (/Could not set lock/i.test(msg)) throw new CatalogLockedError(msg)
@@ -81,6 +88,7 @@ export class Catalog {
         await conn.run(sql, params)
       },
       all: (sql, params = []) => rows(conn, sql, params),
+      append: (table, types, columns) => append(conn, table, types, columns),
     }
     const next = this.queue.then(async () => {
       await conn.run('BEGIN TRANSACTION')
@@ -110,6 +118,36 @@ export class Catalog {
 export interface Tx {
   run(sql: string, params?: DuckDBValue[]): Promise<void>
   all<T>(sql: string, params?: DuckDBValue[]): Promise<T[]>
+  /**
+   * Appends rows to `table` (every column, in table order; `columns[c][r]` is row r's value of column c) through
+   * DuckDB's appender: no SQL text to parse, several times faster than an INSERT of the same rows. It runs in
+   * this transaction, so a failure later in it stores none of them.
+   */
+  append(table: string, types: DuckDBType[], columns: DuckDBValue[][]): Promise<void>
+}
+
+/** DuckDB's vector size: a data chunk holds at most this many rows. */
+const CHUNK_CAPACITY = 2048
+
+async function append(conn: DuckDBConnection, table: string, types: DuckDBType[], columns: DuckDBValue[][]): Promise<void> {
+  const n = columns[0]?.length ?? 0
+  if (n === 0) return
+  const appender = await conn.createAppender(table)
+  try {
+    for (let at = 0; at < n; at += CHUNK_CAPACITY) {
+      const size = Math.min(CHUNK_CAPACITY, n - at)
+      const chunk = DuckDBDataChunk.create(types, size)
+      columns.forEach((col, c) => chunk.setColumnValues(c, col.slice(at, at + size)))
+      appender.appendDataChunk(chunk)
+    }
+    appender.flushSync()
+  } finally {
+    try {
+      appender.closeSync()
+    } catch {
+      // A failed flush leaves rows the close would flush again; the error already thrown is the one that counts.
+    }
+  }
 }
 
 async function rows<T>(conn: DuckDBConnection, sql: string, params: DuckDBValue[]): Promise<T[]> {

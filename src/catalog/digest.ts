@@ -82,6 +82,33 @@ export function pythonJsonDumps(v: unknown): string {
   return 'null'
 }
 
+/**
+ * Where JSON.stringify and Python's json.dumps could write a value differently: a character outside ASCII
+ * (Python escapes it), a number JS writes without the exponent Python uses (below 1e-4), and integers past
+ * 2^53 (JS rounds their digits; a fraction's digits are no integer). A string that merely looks like these only costs the slow path.
+ */
+const NOT_LIKE_PYTHON = /[^\x00-\x7e]|\de-|0\.0000|(?:^|[^\d.])\d{16,}(?:[^\d.]|$)/
+
+/**
+ * `pythonJsonDumps` of a value parsed from JSON text, several times faster on the common rows: JSON.stringify
+ * writes keys, strings and these numbers as Python does and differs only in the separators. Without an escaped
+ * quote, `"[^"]*"` matches exactly the strings, so every other `,` and `:` is a separator and gets Python's
+ * space. Other values take the character-by-character path: the bytes are always Python's.
+ */
+export function pythonJsonDumpsParsed(v: unknown): string {
+  return dumpsBoth(v).python
+}
+
+/** `pythonJsonDumpsParsed` and the compact JSON.stringify text it starts from (a table row stores that one). */
+export function dumpsBoth(v: unknown): { python: string; compact: string } {
+  const compact = JSON.stringify(v) ?? 'null'
+  if (NOT_LIKE_PYTHON.test(compact) || compact.includes('\\"')) return { python: pythonJsonDumps(v), compact }
+  return { python: compact.replace(STRING_OR_SEPARATOR, spaced), compact }
+}
+
+const STRING_OR_SEPARATOR = /"[^"]*"|[,:]/g
+const spaced = (m: string) => (m.length === 1 ? m + ' ' : m)
+
 export function valueDigest(v: unknown): string {
   return digestBytes(pythonJsonDumps(v))
 }

@@ -100,15 +100,15 @@ const VERSIONS = `SELECT * FROM (${select()} WHERE project_id = $1 AND object_id
 
 const SORT_COLUMNS = { created_at: 'created_us', object_id: 'object_id' } as const
 
-/** The metadata of every version of a project's objects, with `latest` ($1 is the project): no values. */
-const META = `SELECT project_id, object_id, digest, version_index, kind, base_object_class, leaf_object_class, user_id,
+/** The metadata of every version of a project's objects, with `latest` ($1 is the project): no values; `rid` is the rowid. */
+const META = `SELECT rowid AS rid, project_id, object_id, digest, version_index, kind, base_object_class, leaf_object_class, user_id,
   epoch_us(created_at) AS created_us, epoch_us(deleted_at) AS deleted_us, coalesce(is_latest, false) AS latest
   FROM objects WHERE project_id = $1`
 
 /**
- * The `/objs/query` SQL. User values are only ever bound parameters; the SQL text holds only
+ * The `/objs/query` page SQL. User values are only ever bound parameters; the SQL text holds only
  * placeholders and the fixed column names and directions the schema allows. `latest`, the filters, the
- * order and the page are worked out on metadata; only the page's versions have their values read.
+ * order and the page are worked out on metadata alone; the page's values are read afterwards (VALUES).
  */
 function querySql(req: ObjQueryReq): { sql: string; params: DuckDBValue[] } {
   const params: DuckDBValue[] = [req.project_id]
@@ -124,21 +124,52 @@ function querySql(req: ObjQueryReq): { sql: string; params: DuckDBValue[] } {
   // SQL NOT IN drops rows with no base class, as ClickHouse does for Weave.
   if (f.exclude_base_object_classes?.length) where.push(`base_object_class NOT IN (${list(f.exclude_base_object_classes)})`)
   if (f.leaf_object_classes?.length) where.push(`leaf_object_class IN (${list(f.leaf_object_classes)})`)
-  const keys = (prefix: string) =>
-    [
-      ...(req.sort_by?.length ? req.sort_by : [{ field: 'created_at', direction: 'asc' } as const]).map(
-        (s) => `${prefix}${SORT_COLUMNS[s.field]} ${s.direction === 'desc' ? 'DESC' : 'ASC'}`,
-      ),
-      `${prefix}object_id ASC`,
-      `${prefix}version_index ASC`,
-    ].join(', ')
-  let page = `SELECT * FROM (${META}) WHERE ${where.join(' AND ')} ORDER BY ${keys('')}`
-  if (req.limit !== undefined && req.limit !== null) page += ` LIMIT ${bind(req.limit)}`
-  if (req.offset) page += ` OFFSET ${bind(req.offset)}`
-  const sql = `SELECT p.*, ${req.metadata_only === true ? "'{}'" : 'o.val_dump'} AS val_dump, strlen(o.val_dump) AS size_bytes
-    FROM (${page}) p JOIN objects o ON o.project_id = $1 AND o.object_id = p.object_id AND o.digest = p.digest
-    ORDER BY ${keys('p.')}`
+  const keys = [
+    ...(req.sort_by?.length ? req.sort_by : [{ field: 'created_at', direction: 'asc' } as const]).map(
+      (s) => `${SORT_COLUMNS[s.field]} ${s.direction === 'desc' ? 'DESC' : 'ASC'}`,
+    ),
+    'object_id ASC',
+    'version_index ASC',
+  ].join(', ')
+  let sql = `SELECT * FROM (${META}) WHERE ${where.join(' AND ')} ORDER BY ${keys}`
+  if (req.limit !== undefined && req.limit !== null) sql += ` LIMIT ${bind(req.limit)}`
+  if (req.offset) sql += ` OFFSET ${bind(req.offset)}`
   return { sql, params }
+}
+
+type MetaRow = Omit<Row, 'val_dump' | 'size_bytes'> & { rid: bigint }
+
+/**
+ * The values (or only their sizes) of a page's versions, fetched by rowid: a join on the key instead would scan
+ * every version's value, tens of milliseconds at 100k versions. A rowid read outside the page's statement is
+ * checked against the key; one that names another row by then (a concurrent write moved it) is read by key.
+ */
+async function values(
+  catalog: Catalog,
+  project: string,
+  page: MetaRow[],
+  what: string,
+): Promise<Map<bigint, Pick<Row, 'val_dump' | 'size_bytes'>>> {
+  const found = new Map<bigint, Pick<Row, 'val_dump' | 'size_bytes'>>()
+  if (page.length === 0) return found
+  const byRid = await catalog.all<{ rid: bigint; object_id: string; digest: string; val_dump: string; size_bytes: bigint }>(
+    `SELECT rowid AS rid, object_id, digest, ${what} AS val_dump, strlen(val_dump) AS size_bytes FROM objects
+      WHERE project_id = $1 AND rowid IN (SELECT unnest(from_json($2::JSON, '["BIGINT"]')))`,
+    [project, JSON.stringify(page.map((r) => Number(r.rid)))],
+  )
+  const want = new Map(page.map((r) => [r.rid, r]))
+  for (const r of byRid) {
+    const m = want.get(r.rid)
+    if (m && m.object_id === r.object_id && m.digest === r.digest) found.set(r.rid, r)
+  }
+  for (const m of page.filter((r) => !found.has(r.rid))) {
+    const [r] = await catalog.all<{ val_dump: string; size_bytes: bigint }>(
+      `SELECT ${what} AS val_dump, strlen(val_dump) AS size_bytes FROM objects WHERE project_id = $1 AND object_id = $2 AND digest = $3`,
+      [project, m.object_id, m.digest],
+    )
+    if (r) found.set(m.rid, r)
+  }
+  return found
 }
 
 /**
@@ -185,8 +216,12 @@ export class ObjectStore {
   /** Deleted versions are never returned; `latest` is computed over the whole object before the filters apply. */
   async query(req: ObjQueryReq): Promise<ObjectVersion[]> {
     const { sql, params } = querySql(req)
-    const rows = await this.catalog.all<Row>(sql, params)
-    return rows.map((r) => toVersion(r, req.metadata_only === true, req.include_storage_size === true))
+    const page = await this.catalog.all<MetaRow>(sql, params)
+    const vals = await values(this.catalog, req.project_id, page, req.metadata_only === true ? "'{}'" : 'val_dump')
+    // A version gone between the two reads (never: versions are only soft-deleted) would be left out.
+    return page
+      .filter((m) => vals.has(m.rid))
+      .map((m) => toVersion({ ...m, ...vals.get(m.rid)! }, req.metadata_only === true, req.include_storage_size === true))
   }
 
   /**

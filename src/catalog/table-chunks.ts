@@ -1,4 +1,4 @@
-import type { DuckDBValue } from '@duckdb/node-api'
+import { BIGINT, VARCHAR, type DuckDBValue } from '@duckdb/node-api'
 import type { Tx } from './db.js'
 import { tableDigest } from './digest.js'
 
@@ -178,20 +178,22 @@ export async function seqsOf(q: Reader, project: string, digests: string[]): Pro
 }
 
 /**
- * Rows not yet stored, in one plain INSERT; answers every row's seq. Looking the digests up first is much
- * cheaper than ON CONFLICT, whose cost grows with the project's rows (writes are serialised, so nothing
- * slips in between). The values travel newline-joined: JSON text never holds a raw newline.
+ * Rows not yet stored, appended (db.ts `append`); answers every row's seq. Looking the digests up first is much
+ * cheaper than ON CONFLICT, whose cost grows with the project's rows (writes are serialised, so nothing slips in
+ * between). The seqs are drawn from the sequence first, as the appender fills no defaults.
  */
 export async function insertRows(tx: Tx, project: string, rows: StoredRow[]): Promise<Map<string, number>> {
   const unique = new Map(rows.map((s) => [s.digest, s.val_dump]))
   const seqs = await seqsOf(tx, project, [...unique.keys()])
   const fresh = [...unique].filter(([d]) => !seqs.has(d))
   if (fresh.length === 0) return seqs
-  const inserted = await tx.all<{ digest: string; seq: bigint }>(
-    `INSERT INTO table_rows (project_id, digest, val_dump) SELECT $1, unnest(${splitList(2)}), unnest(string_split($3, chr(10)))
-      RETURNING digest, seq`,
-    [project, fresh.map(([d]) => d).join(','), fresh.map(([, v]) => v).join('\n')],
+  const drawn = await tx.all<{ s: bigint }>(`SELECT nextval('table_row_seq') AS s FROM range($1)`, [fresh.length])
+  const newSeqs = drawn.map((r) => r.s)
+  await tx.append(
+    'table_rows',
+    [VARCHAR, VARCHAR, VARCHAR, BIGINT],
+    [fresh.map(() => project), fresh.map(([d]) => d), fresh.map(([, v]) => v), newSeqs],
   )
-  for (const r of inserted) seqs.set(r.digest, Number(r.seq))
+  fresh.forEach(([d], i) => seqs.set(d, Number(newSeqs[i])))
   return seqs
 }

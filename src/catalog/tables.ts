@@ -1,7 +1,7 @@
 import { createHash, type Hash } from 'node:crypto'
 import type { DuckDBValue } from '@duckdb/node-api'
 import type { Catalog, Tx } from './db.js'
-import { pythonJsonDumps, digestBytes, tableDigest } from './digest.js'
+import { dumpsBoth, digestBytes, tableDigest } from './digest.js'
 import {
   allEntries,
   entriesAt,
@@ -40,7 +40,8 @@ function toStored(row: unknown, where: string): StoredRow {
       400,
       `${where}: a table row must be a JSON object, got ${row === null ? 'null' : Array.isArray(row) ? 'an array' : typeof row}`,
     )
-  return { digest: digestBytes(pythonJsonDumps(row)), val_dump: JSON.stringify(row) }
+  const { python, compact } = dumpsBoth(row)
+  return { digest: digestBytes(python), val_dump: compact }
 }
 
 function checkExpected(expected: string | null | undefined, digest: string): void {
