@@ -1,18 +1,12 @@
 import t from 'tap'
 import OpenAI from 'openai'
-import { startServer, type TestServer } from './helpers/server.js'
+import { chatServer } from './helpers/openai.js'
 
 // A grammar compile must not pause the running batch: streams already decoding keep their pace while
 // another request's large schema compiles. The compile's length is measured here by the request that
 // needs it (its whole latency, with max_tokens 1), and the running streams' gaps between tokens are
 // measured over the same window, on the client, independently of the server's own accounting.
-let s: TestServer
-let client: OpenAI
-t.before(async () => {
-  s = await startServer()
-  client = new OpenAI({ apiKey: s.key, baseURL: s.url + '/v1', maxRetries: 0 })
-})
-t.teardown(() => s.stop())
+const chat = chatServer()
 
 const messages = [{ role: 'user' as const, content: 'Go on.' }]
 
@@ -34,7 +28,7 @@ function runningStream(extra: Record<string, unknown>) {
   const times: number[] = []
   const state = { stop: false, done: null as Promise<void> | null }
   state.done = (async () => {
-    const stream = (await client.chat.completions.create({
+    const stream = (await chat.client.chat.completions.create({
       model: 'weft-tiny',
       messages,
       max_tokens: 3500,
@@ -74,7 +68,7 @@ const until = async (cond: () => boolean, ms: number) => {
 t.test('running streams keep decoding while a large schema compiles', async (t) => {
   // Warm the structured-output machinery (the vocabulary in xgrammar, the JSON Schema meta-schema's
   // validator) so that the window below is the compile.
-  await client.chat.completions.create({
+  await chat.client.chat.completions.create({
     model: 'weft-tiny',
     messages,
     max_tokens: 2,
@@ -87,7 +81,7 @@ t.test('running streams keep decoding while a large schema compiles', async (t) 
   t.ok(plain.times.length >= 20 && constrained.times.length >= 20, 'both streams are running')
 
   const t0 = performance.now()
-  const r = (await client.chat.completions.create({
+  const r = (await chat.client.chat.completions.create({
     model: 'weft-tiny',
     messages,
     max_tokens: 1,

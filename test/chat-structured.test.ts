@@ -1,29 +1,23 @@
 import t from 'tap'
 import OpenAI from 'openai'
 import { Ajv } from 'ajv'
-import { startServer, type TestServer } from './helpers/server.js'
+import { chatServer } from './helpers/openai.js'
 
 // Structured outputs on the built-in tiny model, whose weights are random: whatever it would say,
 // the grammar mask must make the reply match. Expected values come from the request itself (ajv on
 // the request's schema, the request's regex, the request's choices), never from our code.
-let s: TestServer
-let client: OpenAI
-t.before(async () => {
-  s = await startServer()
-  client = new OpenAI({ apiKey: s.key, baseURL: s.url + '/v1', maxRetries: 0 })
-})
-t.teardown(() => s.stop())
+const chat = chatServer()
 
 const messages = [{ role: 'user' as const, content: 'Describe a pet as JSON.' }]
 type Extra = Record<string, unknown>
 const create = (body: Extra) =>
-  client.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 400, ...body } as never) as unknown as Promise<
+  chat.client.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 400, ...body } as never) as unknown as Promise<
     OpenAI.ChatCompletion & Extra
   >
 
 /** The streamed text of a request, and its finish reason. */
 async function streamed(body: Extra): Promise<{ text: string; finish: string | null }> {
-  const stream = (await client.chat.completions.create({
+  const stream = (await chat.client.chat.completions.create({
     model: 'weft-tiny',
     messages,
     max_tokens: 400,
@@ -211,14 +205,19 @@ t.test('a cached grammar is faster than the first compile', async (t) => {
 
 t.test('recorded as a call, the text as output', async (t) => {
   const project = 'acme/structured-' + Math.random().toString(36).slice(2, 8)
-  const scoped = new OpenAI({ apiKey: s.key, baseURL: s.url + '/v1', maxRetries: 0, defaultHeaders: { 'OpenAI-Project': project } })
+  const scoped = new OpenAI({
+    apiKey: chat.s.key,
+    baseURL: chat.s.url + '/v1',
+    maxRetries: 0,
+    defaultHeaders: { 'OpenAI-Project': project },
+  })
   const body = { model: 'weft-tiny', messages, max_tokens: 50, seed: 4, structured_outputs: { choice: ['alpha', 'beta'] } }
   const r = await scoped.chat.completions.create(body as never)
   let calls: { inputs: Extra; output: { choices: { message: { content: string } }[] } }[] = []
   for (let i = 0; i < 50 && !calls.length; i++) {
-    const q = await fetch(s.url + '/calls/stream_query', {
+    const q = await fetch(chat.s.url + '/calls/stream_query', {
       method: 'POST',
-      headers: { ...s.bearer(), 'content-type': 'application/json' },
+      headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
       body: JSON.stringify({ project_id: project }),
     })
     const text = (await q.text()).trim()

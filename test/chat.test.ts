@@ -1,16 +1,11 @@
 import t from 'tap'
 import OpenAI from 'openai'
-import { startServer, type TestServer } from './helpers/server.js'
+import { chatServer } from './helpers/openai.js'
+import { startServer } from './helpers/server.js'
 
 // The built-in tiny model, served by the real server, through the real openai SDK. Its replies are
 // noise from fixed weights: the tests check the API's semantics, not the words.
-let s: TestServer
-let client: OpenAI
-t.before(async () => {
-  s = await startServer()
-  client = new OpenAI({ apiKey: s.key, baseURL: s.url + '/v1', maxRetries: 0 })
-})
-t.teardown(() => s.stop())
+const chat = chatServer()
 
 const messages = [
   { role: 'system' as const, content: 'Be brief.' },
@@ -18,7 +13,9 @@ const messages = [
 ]
 type Extra = Record<string, unknown>
 const create = (body: Extra) =>
-  client.chat.completions.create({ model: 'weft-tiny', messages, ...body } as never) as unknown as Promise<OpenAI.ChatCompletion & Extra>
+  chat.client.chat.completions.create({ model: 'weft-tiny', messages, ...body } as never) as unknown as Promise<
+    OpenAI.ChatCompletion & Extra
+  >
 
 t.test('a completion: shape, usage, length limit, the model listed', async (t) => {
   const r = await create({ max_tokens: 8, seed: 1 })
@@ -31,19 +28,19 @@ t.test('a completion: shape, usage, length limit, the model listed', async (t) =
   t.equal(r.usage!.completion_tokens, 8, 'no end-of-sequence in 8 tokens: max_tokens reached')
   t.equal(r.choices[0]!.finish_reason, 'length')
   t.equal(r.usage!.total_tokens, r.usage!.prompt_tokens + 8)
-  const tokenized = await fetch(s.url + '/tokenize', {
+  const tokenized = await fetch(chat.s.url + '/tokenize', {
     method: 'POST',
-    headers: { ...s.bearer(), 'content-type': 'application/json' },
+    headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
     body: JSON.stringify({ messages }),
   }).then((x) => x.json())
   t.equal(r.usage!.prompt_tokens, tokenized.count, 'prompt tokens: the rendered chat template')
-  const models = await client.models.list()
+  const models = await chat.client.models.list()
   t.same(
     models.data.map((m) => m.id),
     ['weft-tiny'],
   )
   t.equal((models.data[0] as unknown as Extra).max_model_len, 4096)
-  const viaPrefix = new OpenAI({ apiKey: s.key, baseURL: s.url + '/inference/v1', maxRetries: 0 })
+  const viaPrefix = new OpenAI({ apiKey: chat.s.key, baseURL: chat.s.url + '/inference/v1', maxRetries: 0 })
   const p = await viaPrefix.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 2, seed: 1 })
   t.equal(
     p.choices[0]!.message.content,
@@ -55,9 +52,9 @@ t.test('a completion: shape, usage, length limit, the model listed', async (t) =
     ['weft-tiny'],
     'GET /inference/v1/models',
   )
-  const slash = await fetch(s.url + '/v1/chat/completions/', {
+  const slash = await fetch(chat.s.url + '/v1/chat/completions/', {
     method: 'POST',
-    headers: { ...s.bearer(), 'content-type': 'application/json' },
+    headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
     body: JSON.stringify({ messages, max_tokens: 2, seed: 1 }),
   })
   t.equal(slash.status, 200, 'the trailing slash of the spec path')
@@ -88,7 +85,7 @@ t.test('the same seed gives the same reply; choice i of n uses seed + i', async 
 
 t.test('streaming through the SDK helpers: role first, deltas, finish, usage, [DONE]', async (t) => {
   const whole = await create({ max_tokens: 10, seed: 5 })
-  const stream = client.chat.completions.stream({
+  const stream = chat.client.chat.completions.stream({
     model: 'weft-tiny',
     messages,
     max_tokens: 10,
@@ -106,9 +103,9 @@ t.test('streaming through the SDK helpers: role first, deltas, finish, usage, [D
   t.equal(chunks.filter((c) => c.choices[0]?.finish_reason).length, 1, 'one finish chunk')
   t.equal(chunks.filter((c) => c.choices[0] && !c.choices[0].delta.role).length, 10, 'one chunk per token')
 
-  const raw = await fetch(s.url + '/v1/chat/completions', {
+  const raw = await fetch(chat.s.url + '/v1/chat/completions', {
     method: 'POST',
-    headers: { ...s.bearer(), 'content-type': 'application/json' },
+    headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
     body: JSON.stringify({ messages, max_tokens: 3, seed: 5, stream: true, n: 2 }),
   })
   t.match(raw.headers.get('content-type'), /^text\/event-stream/)
@@ -171,7 +168,7 @@ t.test('stop strings, stop token ids and their stop_reason', async (t) => {
   const kept = await create({ max_tokens: 24, seed: 11, stop: [stop], include_stop_str_in_output: true })
   t.equal(kept.choices[0]!.message.content, text.slice(0, at + 2), 'kept with include_stop_str_in_output')
   // Streaming holds back a possible stop-string prefix and never shows the stop string.
-  const stream = client.chat.completions.stream({ model: 'weft-tiny', messages, max_tokens: 24, seed: 11, stop: [stop] } as never)
+  const stream = chat.client.chat.completions.stream({ model: 'weft-tiny', messages, max_tokens: 24, seed: 11, stop: [stop] } as never)
   const final = await stream.finalChatCompletion()
   t.equal(final.choices[0]!.message.content, text.slice(0, at))
   const stopId = ids[4]!
@@ -182,7 +179,7 @@ t.test('stop strings, stop token ids and their stop_reason', async (t) => {
 })
 
 t.test('errors come out as the SDK typed errors', async (t) => {
-  const e401 = await new OpenAI({ apiKey: 'nope', baseURL: s.url + '/v1', maxRetries: 0 }).chat.completions
+  const e401 = await new OpenAI({ apiKey: 'nope', baseURL: chat.s.url + '/v1', maxRetries: 0 }).chat.completions
     .create({ model: 'weft-tiny', messages })
     .catch((e: unknown) => e)
   t.type(e401, OpenAI.AuthenticationError)
@@ -238,9 +235,11 @@ t.test('sampling controls change the draw as vLLM defines them', async (t) => {
 
 t.test('/tokenize and /detokenize round-trip', async (t) => {
   const post = (p: string, body: unknown) =>
-    fetch(s.url + p, { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(
-      async (r) => ({ status: r.status, json: await r.json() }),
-    )
+    fetch(chat.s.url + p, {
+      method: 'POST',
+      headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    }).then(async (r) => ({ status: r.status, json: await r.json() }))
   const tok = await post('/tokenize', { prompt: 'Hello, weft! 日本', return_token_strs: true })
   t.equal(tok.status, 200)
   t.equal(tok.json.count, tok.json.tokens.length)
@@ -256,9 +255,9 @@ t.test('/tokenize and /detokenize round-trip', async (t) => {
 
 t.test('a client that goes away mid-stream cancels its sequence; the server keeps serving', async (t) => {
   const ac = new AbortController()
-  const res = await fetch(s.url + '/v1/chat/completions', {
+  const res = await fetch(chat.s.url + '/v1/chat/completions', {
     method: 'POST',
-    headers: { ...s.bearer(), 'content-type': 'application/json' },
+    headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
     body: JSON.stringify({ messages, max_tokens: 3000, stream: true, ignore_eos: true }),
     signal: ac.signal,
   })
@@ -269,7 +268,7 @@ t.test('a client that goes away mid-stream cancels its sequence; the server keep
   t.equal(r.usage!.completion_tokens, 4)
   let state: any
   for (let i = 0; i < 50; i++) {
-    state = (await fetch(s.url + '/admin/stats', { headers: s.bearer() }).then((x) => x.json())).inference['weft-tiny']
+    state = (await fetch(chat.s.url + '/admin/stats', { headers: chat.s.bearer() }).then((x) => x.json())).inference['weft-tiny']
     if (state.running_requests === 0) break
     await new Promise((r) => setTimeout(r, 100))
   }
@@ -283,9 +282,9 @@ t.test('a client that goes away mid-stream cancels its sequence; the server keep
 t.test('a non-streamed completion whose client goes away is recorded as failed, not as a reply with missing choices', async (t) => {
   const project = 'acme/chat-gone-' + Math.random().toString(36).slice(2, 8)
   const ac = new AbortController()
-  const gone = fetch(s.url + '/v1/chat/completions', {
+  const gone = fetch(chat.s.url + '/v1/chat/completions', {
     method: 'POST',
-    headers: { ...s.bearer(), 'content-type': 'application/json', 'openai-project': project },
+    headers: { ...chat.s.bearer(), 'content-type': 'application/json', 'openai-project': project },
     body: JSON.stringify({ messages, max_tokens: 3000, n: 2, stream: false, ignore_eos: true }),
     signal: ac.signal,
   }).catch((e: Error) => e)
@@ -295,9 +294,9 @@ t.test('a non-streamed completion whose client goes away is recorded as failed, 
   let calls: any[] = []
   for (let i = 0; i < 100 && calls.length === 0; i++) {
     await new Promise((r) => setTimeout(r, 100))
-    const q = await fetch(s.url + '/calls/stream_query', {
+    const q = await fetch(chat.s.url + '/calls/stream_query', {
       method: 'POST',
-      headers: { ...s.bearer(), 'content-type': 'application/json' },
+      headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
       body: JSON.stringify({ project_id: project }),
     })
     const text = (await q.text()).trim()
@@ -308,13 +307,18 @@ t.test('a non-streamed completion whose client goes away is recorded as failed, 
 })
 
 t.test('each completion is recorded as a call in the caller project, and statistics see it', async (t) => {
-  const headers = { ...s.bearer(), 'content-type': 'application/json' }
+  const headers = { ...chat.s.bearer(), 'content-type': 'application/json' }
   const project = 'acme/chat-' + Math.random().toString(36).slice(2, 8)
-  const scoped = new OpenAI({ apiKey: s.key, baseURL: s.url + '/v1', maxRetries: 0, defaultHeaders: { 'OpenAI-Project': project } })
+  const scoped = new OpenAI({
+    apiKey: chat.s.key,
+    baseURL: chat.s.url + '/v1',
+    maxRetries: 0,
+    defaultHeaders: { 'OpenAI-Project': project },
+  })
   const r = await scoped.chat.completions.create({ model: 'weft-tiny', messages, max_tokens: 7, seed: 4, ignore_eos: true } as never)
   const stream = scoped.chat.completions.stream({ model: 'weft-tiny', messages, max_tokens: 5, seed: 4, ignore_eos: true } as never)
   await stream.finalChatCompletion()
-  const q = await fetch(s.url + '/calls/stream_query', {
+  const q = await fetch(chat.s.url + '/calls/stream_query', {
     method: 'POST',
     headers,
     body: JSON.stringify({ project_id: project, sort_by: [{ field: 'started_at', direction: 'asc' }] }),
@@ -338,7 +342,7 @@ t.test('each completion is recorded as a call in the caller project, and statist
     t.type(first.attributes.weft.timings[k], 'number', k)
   t.equal(second.summary.usage['weft-tiny'].completion_tokens, 5, 'a streamed completion too')
   t.equal(second.exception ?? null, null)
-  const stats = await fetch(s.url + '/calls/stats', {
+  const stats = await fetch(chat.s.url + '/calls/stats', {
     method: 'POST',
     headers,
     body: JSON.stringify({
@@ -353,7 +357,7 @@ t.test('each completion is recorded as a call in the caller project, and statist
     12,
     'statistics over the service own traffic',
   )
-  const forbidden = await fetch(s.url + '/v1/chat/completions', {
+  const forbidden = await fetch(chat.s.url + '/v1/chat/completions', {
     method: 'POST',
     headers: { ...headers, 'openai-project': 'not a project' },
     body: JSON.stringify({ messages, max_tokens: 1 }),
@@ -377,9 +381,9 @@ t.test('echo, continuous usage stats, truncation, documents and continue_final_m
   t.ok(echoed.choices[0]!.message.content!.startsWith('Once upon'), 'the open final message is echoed before the continuation')
   t.equal(echoed.choices[0]!.message.role, 'assistant')
   const tok = (body: unknown) =>
-    fetch(s.url + '/tokenize', {
+    fetch(chat.s.url + '/tokenize', {
       method: 'POST',
-      headers: { ...s.bearer(), 'content-type': 'application/json' },
+      headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
       body: JSON.stringify(body),
     }).then((x) => x.json())
   const open = await tok({ messages: convo, add_generation_prompt: false, continue_final_message: true })
@@ -387,9 +391,9 @@ t.test('echo, continuous usage stats, truncation, documents and continue_final_m
   t.ok(open.count < closed.count, 'continue_final_message leaves the end-of-turn out')
   t.equal(echoed.usage!.prompt_tokens, open.count)
 
-  const raw = await fetch(s.url + '/v1/chat/completions', {
+  const raw = await fetch(chat.s.url + '/v1/chat/completions', {
     method: 'POST',
-    headers: { ...s.bearer(), 'content-type': 'application/json' },
+    headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
     body: JSON.stringify({
       messages,
       max_tokens: 4,
@@ -442,9 +446,11 @@ t.test('request ids, bad words, special tokens spacing, /version and engine stat
   t.equal(named.id, 'chatcmpl-my-req-1')
   const greedy = await create({ max_tokens: 12, temperature: 0, ignore_eos: true, return_token_ids: true })
   const post = (p: string, body: unknown) =>
-    fetch(s.url + p, { method: 'POST', headers: { ...s.bearer(), 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(
-      (x) => x.json(),
-    )
+    fetch(chat.s.url + p, {
+      method: 'POST',
+      headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    }).then((x) => x.json())
   // A generated token whose text tokenizes back to itself (a lone byte of a longer character would not).
   let banned = -1
   let word = { prompt: '' }
@@ -467,7 +473,7 @@ t.test('request ids, bad words, special tokens spacing, /version and engine stat
     tight.choices[0]!.message.content!.replace('<|im_end|>', ' <|im_end|>'),
     'a space before the special token by default',
   )
-  const version = await fetch(s.url + '/version').then((x) => x.json())
+  const version = await fetch(chat.s.url + '/version').then((x) => x.json())
   t.match(version.inference, [{ model: 'weft-tiny', architecture: 'LlamaForCausalLM', backend: /^(tensorflow|wasm-simd|wasm|cpu)$/ }])
 })
 

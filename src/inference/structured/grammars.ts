@@ -139,7 +139,9 @@ async function compileIn(rt: Runtime, c: Constraint): Promise<CompiledGrammar> {
     case 'structural_tag': {
       let tag: { structures?: { begin: string; schema: unknown; end: string }[]; triggers?: string[] } & Record<string, unknown>
       try {
-        tag = JSON.parse(c.spec)
+        // The schemas inside a tag need the same bounded-string workaround as a plain JSON schema; the
+        // rewrite touches only string schemas, so the tag's own objects pass through it unchanged.
+        tag = rewriteBoundedStrings(JSON.parse(c.spec)) as typeof tag
       } catch {
         throw new Error('not JSON')
       }
@@ -158,7 +160,8 @@ function reason(sink: ErrorSink, e: unknown): string {
   const fatal = [...sink.lines].reverse().find((l) => l.includes('[FATAL]'))
   if (fatal) return fatal.replace(/^.*?\[FATAL\]\s*\S+:\d+:\s*/, '').trim()
   const msg = e instanceof Error ? e.message : String(e)
-  return /^Aborted\(/.test(msg) ? '' : msg
+  // A C++ exception thrown through WebAssembly arrives as a bare pointer (a number): no words to pass on.
+  return /^Aborted\(/.test(msg) || /^\d+$/.test(msg.trim()) ? '' : msg
 }
 
 /** One sequence's position in its grammar: which tokens may come next, and the tokens taken. */
