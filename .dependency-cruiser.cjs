@@ -1,10 +1,11 @@
 /**
  * The import rules of the house (ARCHITECTURE: "imports run downhill"):
  *   core ← schemas ← domain (calls, query, catalog, stats, inference, geo, fixtures) ← api ← http ← server, main, index
+ * and bench/ (the `weft bench` harness) on core and schemas only, beside main, which alone imports it,
  * and no cycles, between files or between folders. Checked by test/house.test.ts (npm test) and by
  *   npx depcruise src workers --config .dependency-cruiser.cjs
  */
-const DOMAIN = '^src/(calls|query|catalog|stats|inference|geo|fixtures)/'
+const DOMAIN = '^src/(calls|query|catalog|stats|inference|geo|fixtures|clickhouse)/'
 const TOP = '^src/(server|main|index)\\.ts$'
 module.exports = {
   forbidden: [
@@ -49,6 +50,20 @@ module.exports = {
       comment: 'Only server.ts / main.ts / index.ts put the parts together.',
       from: { path: '^src/http/' },
       to: { path: TOP },
+    },
+    {
+      name: 'bench-talks-http-only',
+      severity: 'error',
+      comment: 'bench/ (the `weft bench` harness) measures servers over HTTP: it uses core/ and schemas/, never the server.',
+      from: { path: '^src/bench/' },
+      to: { path: '^src/', pathNot: '^src/(core|schemas|bench)/' },
+    },
+    {
+      name: 'bench-is-a-command',
+      severity: 'error',
+      comment: 'Only main.ts starts the harness; nothing of the server depends on it.',
+      from: { path: '^src/', pathNot: ['^src/bench/', '^src/main\\.ts$'] },
+      to: { path: '^src/bench/' },
     },
     {
       name: 'workers-are-thin',

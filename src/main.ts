@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { ConfigError, DEFAULTS, loadConfig, parseFlags } from './core/config.js'
+import { ConfigError, DEFAULTS, loadConfig, parseFlags, SERVER_FILE } from './core/config.js'
 import { createLogger } from './core/log.js'
-import { SERVER_FILE, startServer } from './server.js'
-import { Catalog, CatalogLockedError } from './catalog/db.js'
-import { KeyError, KeyStore, type KeyInfo } from './catalog/keys.js'
-import { keyInfoJson } from './api/admin.js'
+import type { Catalog } from './catalog/db.js'
+import type { KeyInfo } from './catalog/keys.js'
+import type { keyInfoJson } from './api/admin.js'
 import { VERSION } from './core/version.js'
+
+// Each command loads only what it runs (`await import`): the server stack takes over a second to load, which
+// `weft version`, `weft bench` and key commands against a running server need not pay.
 
 const USAGE = `weft ${VERSION}
 
@@ -18,12 +20,22 @@ Usage:
              [--calls-flush-rows N] [--calls-flush-interval-ms N] [--query-timeout-ms N] [--max-query-rows N]
              [--ingest-workers N] [--ingest-queue N] [--prices 'model=prompt,completion;…']
              [--model DIR,DIR|none] [--served-model-name a,b] [--scheduling-policy fcfs|priority]
-             [--max-num-seqs N] [--kv-cache-tokens N] [--max-waiting-requests N] [--prefill-chunk N]
+             [--max-num-seqs N] [--kv-cache-tokens N] [--no-enable-prefix-caching] [--max-waiting-requests N] [--prefill-chunk N]
              [--inference-backend auto|tensorflow|wasm|cpu] [--model-replicas N]
              [--tool-call-parser hermes|llama3_json] [--reasoning-parser deepseek_r1|qwen3]
   weft keys create --user USER [--name NAME] [--entities e1,e2] [--admin] [--data-dir D]
   weft keys list [--data-dir D]
   weft keys revoke KEY_ID [--data-dir D]
+  weft bench serve [--base-url URL] [--model M] [--endpoint /v1/chat/completions|/v1/completions]
+             [--num-prompts N] [--request-rate R|inf] [--burstiness B] [--max-concurrency C]
+             [--dataset random|FILE.jsonl|weave:///entity/project/object/name:digest]
+             [--input-len N] [--output-len N] [--range-ratio X] [--seed S] [--ignore-eos]
+             [--goodput 'ttft:MS tpot:MS e2el:MS'] [--metric-percentiles 90,95,99] [--header K=V,K=V]
+             [--result-dir D] [--result-filename F] [--api-key K]
+             [--trace-to URL --project entity/project] [--trace-api-key K]
+  weft bench trace [--base-url URL] [--project entity/project] [--api-key K] [--batch-size N]
+             [--connections N] [--payload-bytes N] [--models N] [--duration S | --count N]
+             [--rate CALLS_PER_S|inf] [--query-interval S] [--result-dir D] [--result-filename F]
   weft version
 
 Environment: WEFT_HOST (${DEFAULTS.host}), WEFT_PORT (${DEFAULTS.port}), WEFT_DATA_DIR (${DEFAULTS.dataDir}),
@@ -39,6 +51,10 @@ The first start (with no WEFT_API_KEY) creates an admin key, prints it once and 
 
 While a server runs it holds the catalog; 'weft keys' then goes through its admin API and needs an
 admin key in WEFT_API_KEY or --api-key.
+
+'weft bench serve' load-tests any OpenAI-compatible server as vLLM's 'bench serve' does (same metrics,
+same result keys); its key is --api-key or OPENAI_API_KEY, the trace server's --trace-api-key or
+WEFT_API_KEY. 'weft bench trace' load-tests a Weave-compatible trace server (key: --api-key or WEFT_API_KEY).
 `
 
 /** What the first start prints about the admin key it created (the key line is what test/keys-cli.test.ts reads). */
@@ -56,6 +72,7 @@ function firstKeyMessage(key: string, file: string | undefined): string {
 async function serve(flags: Record<string, string>): Promise<void> {
   const config = loadConfig(flags)
   const log = createLogger(config.logLevel)
+  const { startServer } = await import('./server.js')
   const server = await startServer(config, log)
   if (server.createdAdminKey) process.stdout.write(firstKeyMessage(server.createdAdminKey, server.adminKeyFile))
   process.stdout.write(`weft ${VERSION} listening on ${server.url} (data in ${config.dataDir})\n`)
@@ -125,46 +142,66 @@ async function viaServer(dataDir: string, apiKey: string | undefined, method: st
   return json
 }
 
-async function keysCommand(positional: string[], flags: Record<string, string>): Promise<void> {
-  const [sub, ...rest] = positional
+interface KeysArgs {
+  sub: 'create' | 'list' | 'revoke'
+  id: string | undefined
+  flags: Record<string, string>
+  dataDir: string
+  apiKey: string | undefined
+  entities: string[] | null
+}
+
+function keysArgs(positional: string[], flags: Record<string, string>): KeysArgs {
+  const [sub, id] = positional
   const known = new Set(['user', 'name', 'entities', 'admin', 'data-dir', 'api-key'])
   for (const f of Object.keys(flags)) if (!known.has(f)) throw new ConfigError(`unknown flag --${f} for 'weft keys'`)
-  const dataDir = path.resolve(flags['data-dir'] ?? process.env.WEFT_DATA_DIR ?? DEFAULTS.dataDir)
-  const apiKey = flags['api-key'] ?? process.env.WEFT_API_KEY
+  if (sub === 'create' && !flags.user) throw new ConfigError("'weft keys create' needs --user USER")
+  if (sub === 'revoke' && !id) throw new ConfigError("'weft keys revoke' needs a key id (see 'weft keys list')")
+  if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') throw new ConfigError(USAGE)
   const entities = flags.entities
     ? flags.entities
         .split(',')
         .map((s) => s.trim())
         .filter(Boolean)
     : null
-  if (sub === 'create' && !flags.user) throw new ConfigError("'weft keys create' needs --user USER")
-  if (sub === 'revoke' && !rest[0]) throw new ConfigError("'weft keys revoke' needs a key id (see 'weft keys list')")
-  if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') throw new ConfigError(USAGE)
+  const dataDir = path.resolve(flags['data-dir'] ?? process.env.WEFT_DATA_DIR ?? DEFAULTS.dataDir)
+  return { sub, id, flags, dataDir, apiKey: flags['api-key'] ?? process.env.WEFT_API_KEY, entities }
+}
 
-  let catalog: Catalog | undefined
+/** The key command on the catalog itself, when no server holds it; false when one does. */
+async function keysInCatalog({ sub, id, flags, dataDir, entities }: KeysArgs): Promise<boolean> {
+  const [{ Catalog, CatalogLockedError }, { KeyError, KeyStore }, { keyInfoJson }] = await Promise.all([
+    import('./catalog/db.js'),
+    import('./catalog/keys.js'),
+    import('./api/admin.js'),
+  ])
+  let catalog: Catalog
   try {
     catalog = await Catalog.open(dataDir)
   } catch (e) {
-    if (!(e instanceof CatalogLockedError)) throw e
+    if (e instanceof CatalogLockedError) return false
+    throw e
   }
-  if (catalog) {
-    try {
-      const ks = await KeyStore.load(catalog)
-      if (sub === 'create') {
-        const { key, info } = await ks.create({ userId: flags.user!, name: flags.name, entities, isAdmin: flags.admin === 'true' })
-        process.stdout.write(`${key}\n`)
-        process.stderr.write(`created ${info.keyId} for user ${info.userId}; the key above is shown this once\n`)
-      } else if (sub === 'list') printKeys((await ks.list()).map(keyInfoJson))
-      else {
-        const info = await ks.revoke(rest[0]!)
-        if (!info) throw new KeyError(`no key with id ${rest[0]}`)
-        process.stdout.write(`revoked ${info.keyId}\n`)
-      }
-    } finally {
-      await catalog.close()
+  try {
+    const ks = await KeyStore.load(catalog)
+    if (sub === 'create') {
+      const { key, info } = await ks.create({ userId: flags.user!, name: flags.name, entities, isAdmin: flags.admin === 'true' })
+      process.stdout.write(`${key}\n`)
+      process.stderr.write(`created ${info.keyId} for user ${info.userId}; the key above is shown this once\n`)
+    } else if (sub === 'list') printKeys((await ks.list()).map(keyInfoJson))
+    else {
+      const info = await ks.revoke(id!)
+      if (!info) throw new KeyError(`no key with id ${id}`)
+      process.stdout.write(`revoked ${info.keyId}\n`)
     }
-    return
+  } finally {
+    await catalog.close()
   }
+  return true
+}
+
+/** The key command through the running server that holds the catalog (its admin API). */
+async function keysViaServer({ sub, id, flags, dataDir, apiKey, entities }: KeysArgs): Promise<void> {
   if (sub === 'create') {
     const out = (await viaServer(dataDir, apiKey, 'POST', '/admin/keys', {
       user_id: flags.user,
@@ -177,9 +214,14 @@ async function keysCommand(positional: string[], flags: Record<string, string>):
   } else if (sub === 'list') {
     printKeys(((await viaServer(dataDir, apiKey, 'GET', '/admin/keys')) as { keys: ReturnType<typeof keyInfoJson>[] }).keys)
   } else {
-    const out = (await viaServer(dataDir, apiKey, 'DELETE', `/admin/keys/${encodeURIComponent(rest[0]!)}`)) as KeyInfo & { key_id: string }
+    const out = (await viaServer(dataDir, apiKey, 'DELETE', `/admin/keys/${encodeURIComponent(id!)}`)) as KeyInfo & { key_id: string }
     process.stdout.write(`revoked ${out.key_id}\n`)
   }
+}
+
+async function keysCommand(positional: string[], flags: Record<string, string>): Promise<void> {
+  const args = keysArgs(positional, flags)
+  if (!(await keysInCatalog(args))) await keysViaServer(args)
 }
 
 async function main(argv: string[]): Promise<void> {
@@ -194,6 +236,8 @@ async function main(argv: string[]): Promise<void> {
       return serve(flags)
     case 'keys':
       return keysCommand(rest, flags)
+    case 'bench':
+      return (await import('./bench/index.js')).benchCommand(rest, flags, USAGE)
     case 'version':
       process.stdout.write(`${VERSION}\n`)
       return
@@ -203,7 +247,7 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((e: unknown) => {
-  const msg = e instanceof ConfigError || e instanceof KeyError || e instanceof Error ? e.message : String(e)
+  const msg = e instanceof Error ? e.message : String(e)
   process.stderr.write(`weft: ${msg}\n`)
   process.exit(e instanceof ConfigError ? 2 : 1)
 })

@@ -1,7 +1,8 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Logger } from 'pino'
-import type { Config } from './core/config.js'
+import { SERVER_FILE, type Config } from './core/config.js'
+import { progress } from './core/progress.js'
 import { Catalog } from './catalog/db.js'
 import { KeyStore, saveFirstAdminKey } from './catalog/keys.js'
 import { App } from './http/app.js'
@@ -34,8 +35,6 @@ import { chatRoutes } from './api/chat/routes.js'
 import type { CompletionRecorder } from './api/chat/record.js'
 import { ModelPool } from './inference/client.js'
 import { makeTinyModel } from './fixtures/tiny-model.js'
-
-export const SERVER_FILE = 'server.json'
 
 export interface RunningServer {
   url: string
@@ -210,6 +209,8 @@ async function abandon(p: Parts): Promise<void> {
 
 /** Everything `weft serve` runs, in-process: embedders and tests call this directly. */
 export async function startServer(config: Config, log: Logger, opts: StartOptions = {}): Promise<RunningServer> {
+  // Long work (log replay, rollup builds, compactions, model loads) reports its progress in the server's log.
+  progress.useLogger(log)
   const parts: Parts = { catalog: await Catalog.open(config.dataDir), models: [] }
   try {
     const p = await openStores(config, log, parts)
@@ -278,6 +279,7 @@ async function startModels(config: Config, log: Logger): Promise<ModelPool[]> {
     maxNumSeqs: config.maxNumSeqs,
     maxWaiting: config.maxWaitingRequests,
     kvTokens: config.kvCacheTokens,
+    prefixCaching: config.enablePrefixCaching,
     prefillChunk: config.prefillChunk,
     priority: config.schedulingPolicy === 'priority',
     maxLogprobs: 20,

@@ -286,3 +286,15 @@ t.test('entity-limited keys', async (t) => {
   )
   t.match(batch.json.res[0], { status: 403 })
 })
+
+t.test('empty id lists in a filter: as Weave, id lists filter nothing, thread and turn lists match nothing', async (t) => {
+  const p = 'acme/empty-lists'
+  const ids = [hex(16), hex(16), hex(16)]
+  for (const id of ids) t.equal((await post('/call/start', { start: { ...start(id), project_id: p, thread_id: 'th' } })).status, 200)
+  const q = (filter: Record<string, unknown>) => streamQuery(s, { project_id: p, filter })
+  for (const key of ['call_ids', 'trace_ids', 'parent_ids', 'svc_user_ids', 'wb_run_ids'])
+    t.equal((await q({ [key]: [] })).length, 3, `${key}: [] filters nothing`)
+  for (const key of ['thread_ids', 'turn_ids']) t.equal((await q({ [key]: [] })).length, 0, `${key}: [] matches nothing`)
+  const stats = await post('/calls/query_stats', { project_id: p, filter: { call_ids: [] } })
+  t.same([stats.status, stats.json.count], [200, 3], 'query_stats too')
+})

@@ -99,7 +99,14 @@ t.test('streaming through the SDK helpers: role first, deltas, finish, usage, [D
   t.same(chunks[0]!.choices[0]!.delta, { role: 'assistant', content: '' })
   const last = chunks[chunks.length - 1]!
   t.same(last.choices, [], 'the usage chunk has no choices')
-  t.same(last.usage, { prompt_tokens: whole.usage!.prompt_tokens, completion_tokens: 10, total_tokens: whole.usage!.total_tokens })
+  // The same prompt ran before (whole), so its full 16-token blocks but the last token come from the prefix cache.
+  const P = whole.usage!.prompt_tokens
+  t.same(last.usage, {
+    prompt_tokens: P,
+    completion_tokens: 10,
+    total_tokens: whole.usage!.total_tokens,
+    prompt_tokens_details: { cached_tokens: Math.floor((P - 1) / 16) * 16 },
+  })
   t.equal(chunks.filter((c) => c.choices[0]?.finish_reason).length, 1, 'one finish chunk')
   t.equal(chunks.filter((c) => c.choices[0] && !c.choices[0].delta.role).length, 10, 'one chunk per token')
 
@@ -246,6 +253,7 @@ t.test('/tokenize and /detokenize round-trip', async (t) => {
   t.equal(tok.json.token_strs.length, tok.json.count)
   const back = await post('/detokenize', { tokens: tok.json.tokens })
   t.same(back.json, { prompt: 'Hello, weft! 日本' })
+  t.same((await post('/detokenize', { tokens: [] })).json, { prompt: '' }, 'no tokens: no text')
   const bad = await post('/detokenize', { tokens: [999999] })
   t.equal(bad.status, 400)
   t.equal(bad.json.error.code, 400)

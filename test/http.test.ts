@@ -79,6 +79,9 @@ t.test('routing: every spec route exists, with and without trailing slash', asyn
     ['DELETE', '/v2/acme/proj/evaluations/ev1'],
     ['DELETE', '/v2/acme/proj/predictions?prediction_ids=a'],
     ['GET', '/inference/v1/models'],
+    ['POST', '/v1/completions'],
+    ['GET', '/v1/models/weft-tiny'],
+    ['POST', '/inference/v1/tokenize'],
     ['GET', '/geolocate?ip=1.1.1.1'],
   ]
   for (const [method, path] of specRoutes) {
@@ -315,8 +318,13 @@ t.test('openapi.json lists every route with its schemas', async (t) => {
     ['/v2/{entity}/{project}/evaluations/{object_id}', 'delete'],
     ['/v2/{entity}/{project}/predictions', 'delete'],
     ['/inference/v1{path}', 'get'],
+    ['/v1/completions', 'post'],
+    ['/v1/models/{id}', 'get'],
+    ['/inference/v1/tokenize', 'post'],
+    ['/inference/v1/detokenize', 'post'],
     ['/geolocate', 'get'],
     ['/health', 'get'],
+    ['/ready', 'get'],
     ['/version', 'get'],
     ['/server_info', 'get'],
   ]
@@ -325,6 +333,9 @@ t.test('openapi.json lists every route with its schemas', async (t) => {
   t.ok(stats.requestBody.content['application/json'].schema.properties.usage_metrics, 'request schema inlined')
   t.same(stats.security, [{ basicAuth: [] }])
   t.same(doc.paths['/v1/chat/completions'].post.security, [{ bearerAuth: [] }])
+  // The completion routes read their bodies themselves (exact integer checks) and still document them.
+  t.ok(doc.paths['/v1/chat/completions'].post.requestBody.content['application/json'].schema.properties.messages, 'chat body documented')
+  t.ok(doc.paths['/v1/completions'].post.requestBody.content['application/json'].schema.properties.prompt, 'completions body documented')
   t.ok(doc.paths['/v2/{entity}/{project}/predictions'].delete.parameters.some((p: any) => p.name === 'prediction_ids' && p.in === 'query'))
   t.ok(doc.paths['/geolocate'].get.parameters.some((p: any) => p.name === 'ip'))
 })

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { gzipSync } from 'node:zlib'
-import { context, trace, SpanStatusCode } from '@opentelemetry/api'
-import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import { context, diag, trace, DiagLogLevel, SpanStatusCode } from '@opentelemetry/api'
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base'
 import { resourceFromAttributes } from '@opentelemetry/resources'
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto'
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http'
@@ -146,8 +146,9 @@ t.test('OTLP bad input and partial success', async (t) => {
   const partial = await post(JSON.stringify(body), { 'content-type': 'application/json' })
   t.equal(partial.status, 200)
   const pj = await partial.json()
-  t.equal(pj.partial_success.rejected_spans, 2)
-  t.match(pj.partial_success.error_message, /no project.*trace id must be 16 bytes/s)
+  t.same(Object.keys(pj), ['partialSuccess'], 'OTLP/JSON keys are lowerCamelCase')
+  t.equal(pj.partialSuccess.rejectedSpans, 2)
+  t.match(pj.partialSuccess.errorMessage, /no project.*trace id must be 16 bytes/s)
   t.equal((await calls('acme/partial')).length, 1, 'the good span is stored')
 
   const viaHeader = await post(gzipSync(JSON.stringify({ resourceSpans: [body.resourceSpans[0]] })), {
@@ -161,4 +162,35 @@ t.test('OTLP bad input and partial success', async (t) => {
 
   const bomb = await post(gzipSync(Buffer.alloc(40 * 1024 * 1024)), { 'content-type': 'application/json', 'content-encoding': 'gzip' })
   t.equal(bomb.status, 413, 'a gzip bomb is bounded by the body limit')
+})
+
+/** Finished spans of one provider whose resource has these attributes. */
+async function spansOf(attrs: Record<string, string>, names: string[]): Promise<ReadableSpan[]> {
+  const memory = new InMemorySpanExporter()
+  const provider = new BasicTracerProvider({ resource: resourceFromAttributes(attrs), spanProcessors: [new SimpleSpanProcessor(memory)] })
+  for (const n of names) provider.getTracer('weft-test').startSpan(n).end()
+  await provider.forceFlush()
+  const spans = memory.getFinishedSpans()
+  await provider.shutdown()
+  return spans
+}
+
+t.test('the OTLP/JSON exporter sees a partly rejected export', async (t) => {
+  // One export with spans of two resources: one names a project, the other names none and is refused.
+  const good = await spansOf({ 'wandb.entity': 'acme', 'wandb.project': 'otel-partial' }, ['kept'])
+  const bad = await spansOf({ 'service.name': 'no-project' }, ['refused-1', 'refused-2'])
+  const warnings: string[] = []
+  const write = (...args: unknown[]) => warnings.push(args.map(String).join(' '))
+  diag.setLogger({ error: write, warn: write, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN)
+  t.teardown(() => diag.disable())
+  const exporter = new JsonExporter({ url: s.url + '/otel/v1/traces', headers: s.basic() })
+  const result = await new Promise<{ code: number; error?: Error }>((r) => exporter.export([...good, ...bad], r))
+  await exporter.shutdown()
+  t.equal(result.code, 0, 'a partial success is still a success (ExportResultCode.SUCCESS)')
+  const seen = warnings.find((w) => w.includes('Partial Success'))
+  t.ok(seen, 'the exporter warns about the partial success')
+  const reported = JSON.parse(seen!.slice(seen!.indexOf('{')))
+  t.equal(Number(reported.rejectedSpans), 2, 'with the number of refused spans')
+  t.match(reported.errorMessage, /refused-1.*no project/s, 'and why')
+  t.equal((await calls('acme/otel-partial')).length, 1, 'the accepted span is stored')
 })

@@ -4,6 +4,7 @@ import { rm } from 'node:fs/promises'
 import { existsSync } from 'node:fs'
 import path from 'node:path'
 import { startServer, tempDir } from './helpers/server.js'
+import { RawConn, rawRequest } from './helpers/raw-http.js'
 
 t.test('SIGTERM lets a request in flight finish, then exits 0 and frees the catalog', async (t) => {
   const dataDir = tempDir()
@@ -49,4 +50,42 @@ t.test('SIGTERM lets a request in flight finish, then exits 0 and frees the cata
   const again = await startServer({ dataDir })
   t.equal((await fetch(again.url + '/health')).status, 200, 'the catalog opens again')
   await again.stop()
+})
+
+t.test('during the grace period new requests get 503; a second SIGTERM exits at once', async (t) => {
+  const s = await startServer({ args: ['--shutdown-grace-ms', '120000'] })
+  t.teardown(() => s.stop('SIGKILL'))
+  const auth = s.basic()
+  // A keep-alive connection opened before the signal, and an upload that never finishes (holds the grace period).
+  const idle = await RawConn.open(s.url)
+  idle.write(rawRequest('GET', '/health'))
+  t.equal((await idle.response())?.status, 200)
+  const stuck = await RawConn.open(s.url)
+  stuck.write(rawRequest('POST', '/calls/stats', { ...auth, 'content-type': 'application/json', 'content-length': '100' }))
+  stuck.write('{"project_id":')
+  for (;;) {
+    const stats = (await (await fetch(s.url + '/admin/stats', { headers: auth })).json()) as { in_flight: number }
+    if (stats.in_flight >= 2) break
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  s.proc.kill('SIGTERM')
+  // The signal lands asynchronously: ask on the open connection until the server answers as draining.
+  let answer = null
+  for (let i = 0; i < 100; i++) {
+    idle.write(rawRequest('GET', '/health'))
+    answer = await idle.response()
+    if (answer?.status !== 200) break
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  t.equal(answer?.status, 503, 'a new request during the grace period gets 503')
+  t.match(JSON.parse(answer!.body), { reason: /shutting down/ }, 'in the family shape')
+  t.equal(answer?.headers['retry-after'], '1')
+  t.ok(await idle.closedWithin(5000), 'and its connection is closed')
+  t.equal(s.proc.exitCode, null, 'the first signal waits for the request in flight')
+  const t0 = Date.now()
+  s.proc.kill('SIGTERM')
+  const code = await s.exited()
+  t.ok(Date.now() - t0 < 5000, `the second SIGTERM exits at once (${Date.now() - t0} ms)`)
+  t.equal(code, 1, 'with exit code 1')
+  stuck.destroy()
 })

@@ -1,6 +1,7 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
 import { KeyError, type KeyInfo, type KeyStore } from '../catalog/keys.js'
 import { DomainError } from '../core/errors.js'
+import { progress } from '../core/progress.js'
 import { route, type Ctx, type Reply, type RouteDef } from './route.js'
 import type { CallStore } from '../calls/store.js'
 import type { Rollups } from '../stats/rollups.js'
@@ -72,6 +73,9 @@ function processStats(d: AdminDeps, eld: IntervalHistogram) {
       in_flight: d.inFlight?.() ?? null,
       // Per served model: its backend, requests running and waiting, KV-cache positions in use.
       inference: d.inference ? await d.inference() : null,
+      // Long work (log replay, rollup builds, compactions, model loads): running, and the last few finished.
+      tasks: { running: progress.tasks(), finished: progress.finishedTasks() },
+      warming: progress.warming().map((t) => t.name),
     }
     if (ctx.query.reset) eld.reset()
     return { body }

@@ -1,13 +1,24 @@
 import { version as duckdbVersion } from '@duckdb/node-api'
-import { route, type Reply, type RouteDef } from './route.js'
+import { route, type Ctx, type Reply, type RouteDef } from './route.js'
 import { buildOpenApi } from './openapi.js'
 import { MIN_WEAVE_PYTHON_VERSION, VERSION } from '../core/version.js'
+import { progress } from '../core/progress.js'
+import { HealthQuerySchema, ReadySchema, type HealthQuery } from '../schemas/progress.js'
 import { HealthSchema, ServerInfoSchema, VersionSchema, type ServerInfo, type Version } from '../schemas/meta.js'
 
 type ModelInfo = { name: string; backend: string; architecture: string }
 
 // A constant body: this is the load balancer's hot path.
-const health = (): Reply => ({ raw: '{"status":"ok"}', contentType: 'application/json' })
+const LIVE: Reply = { raw: '{"status":"ok"}', contentType: 'application/json' }
+
+/** Ready when no start-up work (log replay, first rollup build, model load) is still running: 503 with what is. */
+function ready(): Reply {
+  const warming = progress.warming()
+  return { status: warming.length ? 503 : 200, body: { ready: warming.length === 0, warming } }
+}
+
+/** Liveness, unchanged; `?ready=1` asks for readiness instead (for balancers that probe one path). */
+const health = (ctx: Ctx<unknown, HealthQuery>): Reply => (ctx.query?.ready === '1' || ctx.query?.ready === 'true' ? ready() : LIVE)
 
 function versions(models: () => readonly ModelInfo[]) {
   return (): Reply => {
@@ -40,9 +51,18 @@ export function metaRoutes(routes: () => readonly RouteDef[], models: () => read
       ...service,
       method: 'GET',
       path: '/health',
-      summary: 'Liveness',
+      summary: 'Liveness (`?ready=1`: readiness, as /ready)',
+      query: HealthQuerySchema,
       response: { description: 'The server is up', schema: HealthSchema },
       handler: health,
+    }),
+    route({
+      ...service,
+      method: 'GET',
+      path: '/ready',
+      summary: 'Readiness: 200 when nothing is warming up, else 503 with what is (log replay, rollups, model loads) and its progress',
+      response: { description: 'Ready', schema: ReadySchema },
+      handler: ready,
     }),
     route({
       ...service,

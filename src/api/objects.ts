@@ -2,6 +2,7 @@ import { DomainError } from '../core/errors.js'
 import { NumDeletedSchema } from '../schemas/common.js'
 import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
 import type { ObjectStore } from '../catalog/objects.js'
+import { valueDigest } from '../catalog/digest.js'
 import {
   ObjCreateReqSchema,
   ObjCreateResSchema,
@@ -31,11 +32,12 @@ function createObject(objects: ObjectStore) {
   return async (ctx: Ctx<ObjCreateReq>): Promise<Reply> => {
     const o = ctx.body.obj
     checkObjectId(o.object_id)
-    const created = await objects.create(o.project_id, o.object_id, o.val, ctx.principal?.userId ?? 'anonymous')
-    if (o.expected_digest && o.expected_digest !== created.digest) {
-      throw new DomainError(409, `Digest mismatch: expected ${o.expected_digest}, computed ${created.digest}`)
+    // Checked before storing: a refused create must leave nothing behind.
+    const digest = valueDigest(o.val)
+    if (o.expected_digest && o.expected_digest !== digest) {
+      throw new DomainError(409, `Digest mismatch: expected ${o.expected_digest}, computed ${digest}`)
     }
-    return { body: created }
+    return { body: await objects.create(o.project_id, o.object_id, o.val, ctx.principal?.userId ?? 'anonymous') }
   }
 }
 

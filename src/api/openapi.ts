@@ -106,7 +106,7 @@ function operation(def: RouteDef): Record<string, unknown> {
     ...(def.description ? { description: def.description } : {}),
     operationId: operationId(def),
     ...(params.length ? { parameters: params } : {}),
-    ...(def.body && !def.rawBody ? { requestBody: { required: true, content: { 'application/json': { schema: plain(def.body) } } } } : {}),
+    ...(def.body ? { requestBody: { required: true, content: { 'application/json': { schema: plain(def.body) } } } } : {}),
     responses: responses(def),
     security: def.auth === 'none' ? [] : def.family === 'openai' ? [{ bearerAuth: [] }] : [{ basicAuth: [] }],
   }

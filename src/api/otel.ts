@@ -24,7 +24,8 @@ export function otelRoutes(store: CallStore, pool: IngestPool, maxBodyBytes: num
     const conv = reply as { rejected: number; message: string }
     const message = conv.message
     if (isJson) {
-      return { body: conv.rejected > 0 ? { partial_success: { rejected_spans: conv.rejected, error_message: message } } : {} }
+      // OTLP/JSON spells fields in lowerCamelCase, as protobuf's JSON mapping does: that is what exporters read.
+      return { body: conv.rejected > 0 ? { partialSuccess: { rejectedSpans: conv.rejected, errorMessage: message } } : {} }
     }
     return { raw: Buffer.from(encodeResponse(conv.rejected, message)), contentType: 'application/x-protobuf' }
   }

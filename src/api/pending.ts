@@ -1,11 +1,11 @@
 import { DomainError } from '../core/errors.js'
 import { route, type Ctx, type RouteDef } from './route.js'
-import { chatCompletionsRoute, modelsRoute } from './chat/contract.js'
+import { chatCompletionsRoute, completionsRoute, modelRoute, modelsRoute } from './chat/contract.js'
 
 function unknownInference(ctx: Ctx): never {
   throw new DomainError(
     404,
-    `No inference endpoint ${ctx.method} /inference/v1${ctx.params.path}; this server offers /inference/v1/chat/completions and /inference/v1/models`,
+    `No inference endpoint ${ctx.method} /inference/v1${ctx.params.path}; this server offers /inference/v1/chat/completions, /inference/v1/completions, /inference/v1/models, /inference/v1/models/{id}, /inference/v1/tokenize and /inference/v1/detokenize`,
   )
 }
 
@@ -34,6 +34,13 @@ function inferencePrefixRoutes(): RouteDef[] {
  * their issue lands, never 404.
  */
 export function specRoutes(opts: { chat: boolean } = { chat: false }): RouteDef[] {
-  const pendingChat = opts.chat ? [] : [chatCompletionsRoute({ pending: CHAT }), modelsRoute({ pending: CHAT })]
+  const pendingChat = opts.chat
+    ? []
+    : [
+        chatCompletionsRoute({ pending: CHAT }),
+        completionsRoute({ pending: CHAT }),
+        modelsRoute({ pending: CHAT }),
+        modelRoute({ pending: CHAT }),
+      ]
   return [...pendingChat, ...inferencePrefixRoutes()]
 }

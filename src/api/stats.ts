@@ -1,4 +1,7 @@
+import { tableToIPC } from 'apache-arrow'
 import { bodyProject, route, type RouteDef } from './route.js'
+import { ARROW_STREAM, acceptsArrow } from '../calls/arrow/ipc.js'
+import { statsTable } from '../stats/arrow.js'
 import { CallStatsReqSchema, CallStatsResSchema, CallsUsageReqSchema, CallsUsageResSchema, TraceUsageReqSchema } from '../schemas/calls.js'
 import { CostCreateReqSchema, CostCreateResSchema, CostPurgeReqSchema, CostQueryReqSchema, CostQueryResSchema } from '../schemas/costs.js'
 import type { Prices } from '../catalog/prices.js'
@@ -26,12 +29,16 @@ function callStatsRoute(stats: CallStats): RouteDef {
     path: '/calls/stats',
     tags: ['Calls'],
     summary: 'Time-bucketed usage and call statistics',
-    description: 'Buckets aligned in `timezone`; every bucket present; usage buckets for every model seen in the range.',
+    description:
+      'Buckets aligned in `timezone`; every bucket present; usage buckets for every model seen in the range. With `Accept: application/vnd.apache.arrow.stream`, one Arrow table (a row per bucket, `kind` call or usage).',
     body: CallStatsReqSchema,
     response: { description: 'Buckets', schema: CallStatsResSchema },
     handler: async (ctx) => {
       const { result, path } = await stats.run(ctx.body)
-      return { body: result, headers: { 'x-weft-stats-path': path } }
+      const headers = { 'x-weft-stats-path': path }
+      if (acceptsArrow(ctx.headers.accept))
+        return { raw: Buffer.from(tableToIPC(statsTable(result), 'stream')), contentType: ARROW_STREAM, headers }
+      return { body: result, headers }
     },
   })
 }

@@ -1,4 +1,7 @@
 import type { DuckDBConnection } from '@duckdb/node-api'
+import { Table, type RecordBatch, type Schema } from 'apache-arrow'
+import { arrowSelect, keptColumns } from './arrow/calls.js'
+import { arrowPlan, chunkToBatch } from './arrow/convert.js'
 import type { Params } from '../query/expr.js'
 import { encodeParts } from './ingest/encode.js'
 import { FOLDED, type CallPart, type CallRecord, type QueryOptions } from './model.js'
@@ -15,6 +18,12 @@ import type { SegmentEvent, Storage } from './storage/storage.js'
 import { walRecord } from './storage/wal.js'
 
 export type { StoreOptions }
+
+/** An Arrow answer: its schema (known before any row) and its record batches, pulled one at a time. */
+export interface ArrowStream {
+  schema: Schema
+  batches: AsyncGenerator<RecordBatch>
+}
 
 /**
  * The calls store. Every acknowledged part is first in a write-ahead log (fsynced, group commit),
@@ -136,6 +145,29 @@ export class CallStore implements CallSource {
   async stream(project: string, opts: QueryOptions): Promise<AsyncGenerator<CallRecord[]>> {
     const { sql, params } = await querySql(project, opts, (s, p) => this.reader.readAll(s, p))
     return this.reader.stream(sql, params, toCall)
+  }
+
+  /**
+   * The same as stream, as Arrow record batches built from DuckDB's column chunks (one batch per
+   * chunk, ~2,048 calls), pulled as the consumer asks; `columns` as in a query (docs/calls-and-storage.md).
+   */
+  async streamArrow(project: string, opts: QueryOptions & { columns?: string[] | null }): Promise<ArrowStream> {
+    const select = arrowSelect(keptColumns(opts.columns))
+    const { sql, params } = await querySql(project, opts, (s, p) => this.reader.readAll(s, p), select)
+    const result = await this.reader.streamChunks(sql, params)
+    const plan = arrowPlan(result.names, result.types)
+    async function* batches() {
+      for await (const chunk of result.chunks) yield chunkToBatch(plan, chunk)
+    }
+    return { schema: plan.schema, batches: batches() }
+  }
+
+  /** The same as query, as an apache-arrow Table (for embedding: the analytics user gets columns). */
+  async queryArrow(project: string, opts: QueryOptions & { columns?: string[] | null }): Promise<Table> {
+    const { schema, batches } = await this.streamArrow(project, opts)
+    const all: RecordBatch[] = []
+    for await (const b of batches) all.push(b)
+    return new Table(schema, all)
   }
 
   /**

@@ -49,6 +49,8 @@ export interface Config {
   maxNumSeqs: number
   /** KV-cache positions per model, over all its running sequences. */
   kvCacheTokens: number
+  /** Automatic prefix caching (vLLM's default); off with --no-enable-prefix-caching. */
+  enablePrefixCaching: boolean
   /** Chat requests waiting to start at most, per model (429 past it). */
   maxWaitingRequests: number
   /** Prompt tokens prefilled per step (chunked prefill). */
@@ -117,6 +119,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'scheduling-policy': 'WEFT_SCHEDULING_POLICY',
   'max-num-seqs': 'WEFT_MAX_NUM_SEQS',
   'kv-cache-tokens': 'WEFT_KV_CACHE_TOKENS',
+  'no-enable-prefix-caching': 'WEFT_NO_ENABLE_PREFIX_CACHING',
   'max-waiting-requests': 'WEFT_MAX_WAITING_REQUESTS',
   'prefill-chunk': 'WEFT_PREFILL_CHUNK',
   'inference-backend': 'WEFT_INFERENCE_BACKEND',
@@ -130,6 +133,9 @@ export class ConfigError extends Error {}
 const REPEATABLE = new Set(['model', 'served-model-name'])
 
 /** Splits `--name value` / `--name=value` flags from positional arguments. */
+/** The file in the data directory where a running server writes its URL (so CLI commands find it). */
+export const SERVER_FILE = 'server.json'
+
 export function parseFlags(argv: string[]): { flags: Record<string, string>; positional: string[] } {
   const flags: Record<string, string> = {}
   const positional: string[] = []
@@ -214,6 +220,7 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     schedulingPolicy: oneOf('scheduling-policy', get('scheduling-policy'), ['fcfs', 'priority'] as const, DEFAULTS.schedulingPolicy),
     maxNumSeqs: int('max-num-seqs', get('max-num-seqs'), DEFAULTS.maxNumSeqs, 1, 4096),
     kvCacheTokens: int('kv-cache-tokens', get('kv-cache-tokens'), DEFAULTS.kvCacheTokens, 16, 2 ** 30),
+    enablePrefixCaching: !bool('no-enable-prefix-caching', get('no-enable-prefix-caching'), false),
     maxWaitingRequests: int('max-waiting-requests', get('max-waiting-requests'), DEFAULTS.maxWaitingRequests, 1, 1_000_000),
     prefillChunk: int('prefill-chunk', get('prefill-chunk'), DEFAULTS.prefillChunk, 1, 1_000_000),
     inferenceBackend: oneOf('inference-backend', get('inference-backend'), ['auto', 'tensorflow', 'wasm', 'cpu'] as const, 'auto'),

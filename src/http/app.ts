@@ -11,6 +11,7 @@ import { clientIpOf } from './client-ip.js'
 import { Router, type Method } from './router.js'
 import type { Ctx, Reply, RequestHeaders, RouteDef } from '../api/route.js'
 import { compileValidator, type Validator } from '../schemas/validate.js'
+import { checkJsonShape } from './json-shape.js'
 
 /**
  * One HTTP exchange as the pipeline sees it. The uWebSockets.js server implements it; so does the
@@ -252,6 +253,7 @@ export class App {
     }
     if (def.body && !def.rawBody) {
       body = parseJson(rawBody ?? Buffer.alloc(0))
+      checkJsonShape(body, rawBody !== undefined && rawBody.includes('\\u'))
       const problems = route.body!(body)
       if (problems) throw validationError(problems)
     }

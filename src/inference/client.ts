@@ -2,7 +2,8 @@ import { Worker } from 'node:worker_threads'
 import { fileURLToPath } from 'node:url'
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
-import type { EngineStats, GenerateRequest, ModelInfo, WorkerCommand, WorkerEvent } from './protocol.js'
+import { progress } from '../core/progress.js'
+import type { EngineStats, GenerateRequest, ModelInfo, PrefixCacheStats, WorkerCommand, WorkerEvent } from './protocol.js'
 import type { WorkerConfig } from './worker.js'
 
 /** Events of one request, pulled by the HTTP side as it writes them. */
@@ -69,14 +70,18 @@ export class ModelServer {
       const w = new Worker(fileURLToPath(new URL('../../workers/inference.js', import.meta.url)), { workerData: this.config })
       this.worker = w
       let ready = false
+      // Loading large weights takes minutes: /ready and /admin/stats show it (the worker reports no steps within it).
+      const loading = progress.start(`model load ${this.config.servedName}`, { warming: true, fields: { dir: this.config.modelDir } })
       w.on('message', (e: WorkerEvent | { type: 'fatal'; message: string }) => {
         if (e.type === 'fatal') {
+          if (!ready) loading.fail(e.message)
           if (!ready) reject(new Error(`model ${this.config.modelDir}: ${e.message}`))
           else this.log.error({ model: this.config.servedName, err: e.message }, 'inference worker failed')
           return
         }
         if (e.type === 'ready') {
           ready = true
+          loading.finish()
           this.info = e.model
           this.log.info(
             {
@@ -105,6 +110,7 @@ export class ModelServer {
       })
       w.on('error', (err) => this.log.error({ err }, 'inference worker error'))
       w.on('exit', (code) => {
+        if (!ready) loading.fail(`exited (${code})`)
         if (!ready) return reject(new Error(`model ${this.config.modelDir}: the inference worker exited (${code}) while loading`))
         for (const [id, q] of this.pending) q.push({ type: 'error', id, status: 500, message: 'Internal server error' })
         this.pending.clear()
@@ -203,10 +209,10 @@ export class ModelPool {
     return this.replicas[0]!.detokenize(tokens)
   }
 
-  /** The replicas' state added up. */
+  /** The replicas' state added up (each replica has its own prefix cache). */
   async stats(): Promise<EngineStats & { replicas: number }> {
     const all = await Promise.all(this.replicas.map((r) => r.stats()))
-    const sum = (k: keyof EngineStats) => all.reduce((a, s) => a + s[k], 0)
+    const sum = (k: Exclude<keyof EngineStats, 'prefix_cache'>) => all.reduce((a, s) => a + s[k], 0)
     return {
       replicas: all.length,
       running_requests: sum('running_requests'),
@@ -214,10 +220,31 @@ export class ModelPool {
       running_sequences: sum('running_sequences'),
       kv_positions_used: sum('kv_positions_used'),
       kv_positions: sum('kv_positions'),
+      tensors: sum('tensors'),
+      prefix_cache: sumCaches(all.map((s) => s.prefix_cache)),
     }
   }
 
   async close(): Promise<void> {
     await Promise.all(this.replicas.map((r) => r.close()))
+  }
+}
+
+/** The replicas' prefix caches as one: counts added up, the hit rate over the sums. */
+function sumCaches(caches: (PrefixCacheStats | null)[]): PrefixCacheStats | null {
+  const on = caches.filter((c): c is PrefixCacheStats => c !== null)
+  if (!on.length) return null
+  const sum = (k: Exclude<keyof PrefixCacheStats, 'block_tokens' | 'hit_rate'>) => on.reduce((a, c) => a + c[k], 0)
+  const queried = sum('queried_tokens')
+  const hit = sum('hit_tokens')
+  return {
+    block_tokens: on[0]!.block_tokens,
+    queried_tokens: queried,
+    hit_tokens: hit,
+    hit_rate: queried ? hit / queried : 0,
+    blocks_in_use: sum('blocks_in_use'),
+    blocks_cached: sum('blocks_cached'),
+    blocks_total: sum('blocks_total'),
+    tensors: sum('tensors'),
   }
 }

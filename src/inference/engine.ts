@@ -1,7 +1,8 @@
 import * as tf from '@tensorflow/tfjs'
 import type { LlamaModel } from './llama.js'
 import { Output } from './output.js'
-import type { EngineStats, GenerateRequest, WorkerEvent } from './protocol.js'
+import type { EngineStats, GenerateRequest, PrefixCacheStats, WorkerEvent } from './protocol.js'
+import { BLOCK_TOKENS, PrefixCache, blockHashes, type Block } from './prefix-cache.js'
 import {
   RequestError,
   now,
@@ -17,6 +18,9 @@ import {
 import { TemplateError, type ModelTokenizer } from './tokenizer.js'
 import { applyTokenMask } from './logits-processors.js'
 import { GrammarError, type GrammarSource } from './structured/constraint.js'
+
+/** Memory idle prefix-cache blocks may keep (running requests' caches are bounded by --kv-cache-tokens). */
+const PREFIX_CACHE_BYTES = 1024 ** 3
 
 /** One sequence's part of a step: the tokens it feeds, from which position, and what the step's logits are for. */
 interface Work {
@@ -45,6 +49,10 @@ export class Engine {
   private readonly preparer: Preparer
   /** Requests whose grammar is being compiled: not yet queued, but cancellable. */
   private readonly compiling = new Map<string, Active>()
+  /** Cached prompt blocks; null with prefix caching off. */
+  private readonly cache: PrefixCache | null
+  /** The request whose `done` event is going out: it carries the request's cached tokens. */
+  private closing: Active | null = null
 
   constructor(
     private readonly model: LlamaModel,
@@ -55,8 +63,14 @@ export class Engine {
     /** Structured outputs for this model's vocabulary; null: requests with a constraint are refused. */
     private readonly grammars: GrammarSource | null = null,
   ) {
-    this.out = new Output(tok, model.maxPositions, emit)
+    this.out = new Output(tok, model.maxPositions, (e) =>
+      emit(e.type === 'done' && this.closing?.req.id === e.id ? { ...e, cachedTokens: this.closing.cachedTokens } : e),
+    )
     this.preparer = { model, tok, defaults, opts }
+    // Idle cached blocks take at most PREFIX_CACHE_BYTES of keys and values (float32), within the KV budget.
+    const bytesPerPosition = model.layerCount * 2 * model.kvHeads * model.headDim * 4
+    const maxIdle = Math.min(opts.kvTokens, Math.floor(PREFIX_CACHE_BYTES / bytesPerPosition))
+    this.cache = opts.prefixCaching === false ? null : new PrefixCache(model.layerCount, maxIdle)
   }
 
   get stats(): EngineStats {
@@ -66,6 +80,23 @@ export class Engine {
       running_sequences: this.running.reduce((s, a) => s + a.choices.filter((c) => !c.finished).length, 0),
       kv_positions_used: this.running.reduce((s, a) => s + a.choices.reduce((t, c) => t + c.cache.length, 0), 0),
       kv_positions: this.opts.kvTokens,
+      tensors: tf.memory().numTensors,
+      prefix_cache: this.cacheStats(),
+    }
+  }
+
+  private cacheStats(): PrefixCacheStats | null {
+    if (!this.cache) return null
+    const s = this.cache.stats()
+    return {
+      block_tokens: BLOCK_TOKENS,
+      queried_tokens: s.queriedTokens,
+      hit_tokens: s.hitTokens,
+      hit_rate: s.queriedTokens ? s.hitTokens / s.queriedTokens : 0,
+      blocks_in_use: s.blocksInUse,
+      blocks_cached: s.blocksCached,
+      blocks_total: Math.floor(this.opts.kvTokens / BLOCK_TOKENS),
+      tensors: s.tensors,
     }
   }
 
@@ -78,6 +109,7 @@ export class Engine {
   submit(req: GenerateRequest): void {
     try {
       const a = prepare(this.preparer, req)
+      if (this.cache) a.blockHashes = blockHashes(a.promptIds, req.cacheSalt ?? null, Math.floor(a.promptIds.length / BLOCK_TOKENS))
       if (!req.constraint) return this.enqueue(a)
       if (!this.grammars) throw new RequestError(400, 'Structured outputs are not available for this model.', 'structured_outputs')
       this.compiling.set(req.id, a)
@@ -158,17 +190,71 @@ export class Engine {
     return promptIds(this.tok, req)
   }
 
-  /** Moves waiting requests into the batch while sequences and KV positions allow. */
+  /**
+   * Moves waiting requests into the batch while sequences and KV positions allow. Idle cached blocks
+   * count against the KV budget too: they are evicted (least recently used first) to make room.
+   */
   private admit(): void {
     while (this.waiting.length) {
       const a = this.waiting[0]!
       const seqs = this.running.reduce((s, r) => s + r.choices.length, 0)
-      if (this.running.length && (seqs + a.choices.length > this.opts.maxNumSeqs || this.kvUsed + a.reserved > this.opts.kvTokens)) break
+      if (this.running.length && seqs + a.choices.length > this.opts.maxNumSeqs) break
+      const hits = this.lookup(a)
+      if (!this.makeRoom(a.reserved) && this.running.length) {
+        this.cache?.release(hits)
+        break
+      }
       this.waiting.shift()
       a.started = now()
       this.kvUsed += a.reserved
       this.running.push(a)
+      this.startFrom(a, hits)
     }
+  }
+
+  /**
+   * The cached blocks the prompt starts with, pinned. At least the last prompt token is always
+   * computed (its logits give the first token); prompt logprobs need every position, so no hits.
+   */
+  private lookup(a: Active): Block[] {
+    if (!this.cache || a.promptLogprobs) return []
+    const hits = this.cache.match(a.blockHashes, Math.floor((a.promptIds.length - 1) / BLOCK_TOKENS))
+    this.cache.acquire(hits)
+    return hits
+  }
+
+  /** Evicts idle cached blocks until `need` more positions fit the budget; false if they cannot. */
+  private makeRoom(need: number): boolean {
+    while (this.kvUsed + need + (this.cache?.idleTokens ?? 0) > this.opts.kvTokens) if (!this.cache?.evictOne()) return false
+    return true
+  }
+
+  /** An admitted request's first choice starts from its cached blocks: only the rest of the prompt is computed. */
+  private startFrom(a: Active, hits: Block[]): void {
+    if (!this.cache || a.promptLogprobs) return
+    this.cache.count(a.promptIds.length, hits.length * BLOCK_TOKENS)
+    if (!hits.length) return
+    const first = a.choices[0]!
+    this.cache.load(first.cache, hits)
+    a.blocks = hits
+    a.cachedTokens = first.pos = hits.length * BLOCK_TOKENS
+  }
+
+  /**
+   * After its prefill, a request's full prompt blocks go to the cache (those another request stored
+   * meanwhile are taken as they are), pinned by it until it ends.
+   */
+  private storePrompt(a: Active, c: Choice): void {
+    if (!this.cache) return
+    const full = a.blockHashes.length
+    let from = a.blocks.length
+    for (; from < full; from++) {
+      const b = this.cache.get(a.blockHashes[from]!)
+      if (!b) break
+      this.cache.acquire([b])
+      a.blocks.push(b)
+    }
+    a.blocks.push(...this.cache.store(c.cache, a.blockHashes, from, full))
   }
 
   /** Runs until stop(): one step at a time, yielding to the message loop between steps. */
@@ -200,6 +286,11 @@ export class Engine {
     this.wake?.()
   }
 
+  /** Frees what the engine holds once it has stopped: the cached blocks. */
+  dispose(): void {
+    this.cache?.dispose()
+  }
+
   /** Drops cancelled requests (client gone): their caches are freed. */
   private reap(): void {
     for (let i = this.running.length - 1; i >= 0; i--) {
@@ -212,6 +303,8 @@ export class Engine {
 
   private release(a: Active): void {
     for (const c of a.choices) c.cache.dispose()
+    this.cache?.release(a.blocks)
+    a.blocks = []
     this.disposeGrammars(a)
     this.kvUsed -= a.reserved
   }
@@ -264,7 +357,9 @@ export class Engine {
       if (a.choices.every((c) => c.finished)) {
         this.running.splice(i, 1)
         this.release(a)
+        this.closing = a
         this.out.done(a)
+        this.closing = null
       }
     }
   }
@@ -305,7 +400,10 @@ export class Engine {
     const row = data.subarray(data.length - V)
     if (!w.active.prefillDone) w.active.prefillDone = t
     const a = w.active
-    if (w.choice.pos === a.promptIds.length && w.choice.output.length === 0) this.fork(a, w.choice)
+    if (w.choice.pos === a.promptIds.length && w.choice.output.length === 0) {
+      this.storePrompt(a, w.choice)
+      this.fork(a, w.choice)
+    }
     // Every choice still to start samples its first token from the prompt's last logits.
     for (const c of this.sampling(w)) {
       const own = c === w.choice && a.choices.length === 1 ? row : row.slice()

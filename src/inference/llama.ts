@@ -191,6 +191,10 @@ export class LlamaModel {
     return this.config.vocab_size
   }
 
+  get layerCount(): number {
+    return this.layers.length
+  }
+
   newCache(): KVCache {
     return new KVCache(this.layers.length)
   }

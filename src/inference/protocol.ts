@@ -51,6 +51,8 @@ export interface GenerateRequest {
   promptLogprobs: number | null
   /** Structured outputs: decoding is masked to this grammar; null: free. */
   constraint: Constraint | null
+  /** Salts the prefix cache: only requests with the same salt (or both none) share cached blocks. */
+  cacheSalt?: string | null
 }
 
 export type PromptLogprobs = (Record<string, { logprob: number; rank: number; decoded_token: string }> | null)[]
@@ -77,7 +79,16 @@ export type WorkerEvent =
   | { type: 'accepted'; id: string; promptTokens: number; promptIds: number[]; queuedMs: number }
   | ({ type: 'delta' } & ChoiceDelta)
   | ({ type: 'finish'; finishReason: 'stop' | 'length' | 'abort'; stopReason: string | number | null } & ChoiceDelta)
-  | { type: 'done'; id: string; promptTokens: number; completionTokens: number; promptLogprobs: PromptLogprobs | null; timings: Timings }
+  | {
+      type: 'done'
+      id: string
+      promptTokens: number
+      completionTokens: number
+      /** Prompt tokens taken from the prefix cache, not computed (the engine always sets it; 0 without a hit). */
+      cachedTokens?: number
+      promptLogprobs: PromptLogprobs | null
+      timings: Timings
+    }
   | { type: 'error'; id: string; status: number; message: string; param?: string | null }
   | { type: 'reply'; id: string; result?: unknown; error?: { status: number; message: string } }
 
@@ -129,4 +140,23 @@ export interface EngineStats {
   running_sequences: number
   kv_positions_used: number
   kv_positions: number
+  /** TF.js tensors alive in the worker (model weights, caches, cached blocks). */
+  tensors: number
+  /** Automatic prefix caching: on unless the server runs with --no-enable-prefix-caching. */
+  prefix_cache: PrefixCacheStats | null
+}
+
+/** What the prefix cache has done and holds; blocks are of `block_tokens` positions. */
+export interface PrefixCacheStats {
+  block_tokens: number
+  /** Prompt tokens looked up, and those found cached (hit_rate = hit / queried; 0 before any lookup). */
+  queried_tokens: number
+  hit_tokens: number
+  hit_rate: number
+  /** Blocks held by running requests, blocks kept (held or idle), and blocks the KV budget has room for. */
+  blocks_in_use: number
+  blocks_cached: number
+  blocks_total: number
+  /** Tensors the cached blocks hold (part of `tensors`). */
+  tensors: number
 }

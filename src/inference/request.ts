@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import type { KVCache } from './kv-cache.js'
+import type { Block } from './prefix-cache.js'
 import type { LlamaModel } from './llama.js'
 import type { GenerateRequest, PromptLogprobs, TokenLogprob } from './protocol.js'
 import { Rng } from './rng.js'
@@ -25,6 +26,8 @@ export interface EngineOptions {
   /** Priority scheduling (lower `priority` first); otherwise first come, first served. */
   priority: boolean
   maxLogprobs: number
+  /** Automatic prefix caching (prefix-cache.ts); on unless false, as in vLLM. */
+  prefixCaching?: boolean
 }
 
 /** Sampling defaults of the model's generation_config.json (vLLM's `--generation-config auto`). */
@@ -83,6 +86,12 @@ export interface Active {
   cancelled: boolean
   /** One entry per prompt token (the first null), when prompt_logprobs were asked for. */
   promptLogprobs: PromptLogprobs | null
+  /** The prefix-cache hashes of the prompt's full blocks (empty with prefix caching off). */
+  blockHashes: string[]
+  /** The cached blocks this request holds (its prompt's, from the cache or stored by it): pinned until it ends. */
+  blocks: Block[]
+  /** Prompt tokens started from cached blocks rather than computed. */
+  cachedTokens: number
 }
 
 /** What preparing a request needs of the engine. */
@@ -143,6 +152,9 @@ export function prepare(x: Preparer, req: GenerateRequest): Active {
     holdBack,
     cancelled: false,
     promptLogprobs,
+    blockHashes: [],
+    blocks: [],
+    cachedTokens: 0,
   }
 }
 

@@ -97,7 +97,9 @@ export class ModelTokenizer {
    * the runs of text between added tokens and the added tokens themselves are joined with spaces.
    */
   decode(ids: number[], skipSpecialTokens: boolean, spacesBetween = false): string {
-    const plain = (x: number[]) => this.tok.decode(x, { skip_special_tokens: skipSpecialTokens, clean_up_tokenization_spaces: false })
+    // The tokenizers library throws on an empty list rather than answering ''.
+    const plain = (x: number[]) =>
+      x.length ? this.tok.decode(x, { skip_special_tokens: skipSpecialTokens, clean_up_tokenization_spaces: false }) : ''
     if (skipSpecialTokens || !spacesBetween || !ids.some((i) => this.addedIds.has(i))) return plain(ids)
     const parts: string[] = []
     let run: number[] = []

@@ -60,7 +60,7 @@ async function readJson<T>(file: string, fallback: T): Promise<T> {
 }
 
 /** A model directory loaded: the model, its tokenizer, its sampling defaults, and what /v1/models tells of it. */
-interface Loaded {
+export interface Loaded {
   cfg: LlamaConfig
   model: LlamaModel
   tok: ModelTokenizer
@@ -69,7 +69,7 @@ interface Loaded {
   parameters: number
 }
 
-async function loadModel(dir: string): Promise<Loaded> {
+export async function loadModel(dir: string): Promise<Loaded> {
   const cfg = await readJson<LlamaConfig | null>(path.join(dir, 'config.json'), null)
   if (!cfg) throw new Error(`${dir}: no config.json`)
   const arch = cfg.architectures?.[0] ?? cfg.model_type ?? 'unknown'
@@ -104,9 +104,17 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
     parameters: m.parameters,
     toolCallParser: toolParserForTemplate(m.tok.chatTemplate),
   }
-  port.on('message', (c: WorkerCommand) => answer(c, engine, m, emit))
+  port.on('message', (c: WorkerCommand) => {
+    // A command that throws fails alone: uncaught, it would end the worker and every request running in it.
+    try {
+      answer(c, engine, m, emit)
+    } catch (e) {
+      if ('id' in c) emit({ type: 'reply', id: c.id, error: { status: 400, message: e instanceof Error ? e.message : String(e) } })
+    }
+  })
   emit({ type: 'ready', model: info })
   await engine.run()
+  engine.dispose()
   await grammars.close()
   m.model.dispose()
 }

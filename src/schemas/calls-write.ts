@@ -106,8 +106,8 @@ export const CallsQueryReqSchema = Type.Object(
   {
     project_id: ProjectIdSchema,
     filter: Type.Optional(Nullable(CallFilterSchema)),
-    limit: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
-    offset: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
+    limit: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
+    offset: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
     sort_by: Type.Optional(Nullable(Type.Array(SortBySchema, { maxItems: 16 }))),
     query: Type.Optional(Nullable(QuerySchema)),
     include_costs: Type.Optional(Nullable(Type.Boolean())),

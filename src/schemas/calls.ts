@@ -135,7 +135,9 @@ export const CallsQueryStatsReqSchema = Type.Object(
     filter: Type.Optional(Nullable(CallFilterSchema)),
     query: Type.Optional(Nullable(QuerySchema)),
     // Upstream rejects limit < 1 with a 400 (ValueError), checked by the handler.
-    limit: Type.Optional(Nullable(Type.Integer(), { description: 'Stop counting at this many calls (at least 1)' })),
+    limit: Type.Optional(
+      Nullable(Type.Integer({ maximum: Number.MAX_SAFE_INTEGER }), { description: 'Stop counting at this many calls (at least 1)' }),
+    ),
     include_total_storage_size: Type.Optional(
       Nullable(Type.Boolean(), { default: false, description: 'Also sum the storage size of the matching traces' }),
     ),
@@ -169,6 +171,7 @@ export const CallsUsageReqSchema = Type.Object(
     limit: Type.Optional(
       Type.Integer({
         default: 10000,
+        maximum: Number.MAX_SAFE_INTEGER,
         description: 'Maximum number of calls processed across all traces (a memory safety limit); a single larger trace answers 413',
       }),
     ),
@@ -208,7 +211,9 @@ export const TraceUsageReqSchema = Type.Object(
     filter: Type.Optional(Nullable(CallFilterSchema)),
     query: Type.Optional(Nullable(QuerySchema)),
     include_costs: Type.Optional(Type.Boolean({ default: false, description: 'Add cost calculations' })),
-    limit: Type.Optional(Type.Integer({ default: 10000, description: 'Most calls fetched (at least 1)' })),
+    limit: Type.Optional(
+      Type.Integer({ default: 10000, maximum: Number.MAX_SAFE_INTEGER, description: 'Most calls fetched (at least 1)' }),
+    ),
   },
   { additionalProperties: false, description: 'Usage of every matching call, each including its fetched descendants' },
 )

@@ -141,11 +141,84 @@ export type Xargs = Static<typeof XargsSchema>
 
 // ---- request ----
 
-// seed must fit a signed 64-bit integer; as doubles both ends print as ±9223372036854776000.
+// seed must fit a signed 64-bit integer. As doubles both ends round to ±2^63, so these bounds only
+// catch what is far out; the exact range is checked on the number's text (api/chat/body.ts).
 const INT64_MIN = -(2 ** 63)
 const INT64_MAX = 2 ** 63
 
 const tokenIds = (options: SchemaOptions) => Type.Array(Type.Integer({ minimum: 0 }), options)
+
+/**
+ * The request fields chat and legacy completions share: the model, sampling, stopping, logprobs of
+ * the prompt, structured outputs and the vLLM extras. Each request schema spreads them in.
+ */
+export const samplingFields = {
+  model: optNull(Type.String({ description: 'Served model name; null or empty: the default model' })),
+  frequency_penalty: optNull(Type.Number({ minimum: -2, maximum: 2 }), { description: 'Default 0' }),
+  logit_bias: optNull(
+    Type.Record(Type.String(), Type.Number(), {
+      propertyNames: { pattern: '^\\s*[-+]?[0-9]+\\s*$' },
+      description: 'Token id → bias added to its logit (clamped to [-100, 100])',
+    }),
+  ),
+  n: optNull(Type.Integer({ minimum: 1 }), { default: 1, description: 'Number of choices' }),
+  presence_penalty: optNull(Type.Number({ minimum: -2, maximum: 2 }), { description: 'Default 0' }),
+  response_format: optNull(ResponseFormatSchema),
+  seed: optNull(Type.Integer({ minimum: INT64_MIN, maximum: INT64_MAX }), { description: 'Sampling seed; -1 or absent: none' }),
+  stop: optNull(Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }))]), {
+    description: 'Stop strings',
+  }),
+  stream: optNull(Type.Boolean(), { default: false, description: 'Stream the reply as server-sent events' }),
+  stream_options: optNull(StreamOptionsSchema),
+  temperature: optNull(Type.Number({ minimum: 0 }), { description: '0 (below 1e-5): greedy' }),
+  top_p: optNull(Type.Number({ exclusiveMinimum: 0, maximum: 1 }), { description: 'Nucleus sampling, in (0, 1]' }),
+  user: optNull(Type.String({ description: 'Accepted and ignored' })),
+  use_beam_search: opt(Type.Boolean({ default: false })),
+  top_k: optNull(Type.Integer({ minimum: -1 }), { description: '0 or -1: disabled' }),
+  min_p: optNull(Type.Number({ minimum: 0, maximum: 1 }), { description: '0: disabled' }),
+  repetition_penalty: optNull(Type.Number({ exclusiveMinimum: 0 }), { description: '1: off' }),
+  length_penalty: opt(Type.Number({ default: 1, description: 'Beam search only' })),
+  stop_token_ids: optNull(tokenIds({ description: 'Stop when one of these tokens is sampled' }), { default: [] }),
+  include_stop_str_in_output: opt(Type.Boolean({ default: false })),
+  ignore_eos: opt(Type.Boolean({ default: false })),
+  min_tokens: opt(Type.Integer({ minimum: 0, default: 0, description: 'End-of-sequence and stop tokens are masked until reached' })),
+  skip_special_tokens: opt(Type.Boolean({ default: true })),
+  spaces_between_special_tokens: opt(Type.Boolean({ default: true })),
+  truncate_prompt_tokens: optNull(Type.Integer({ minimum: -1 }), {
+    description: 'Keep only the last N prompt tokens; -1: as many as fit',
+  }),
+  prompt_logprobs: optNull(Type.Integer({ minimum: 0 }), { description: 'Log probabilities of the prompt tokens; not with stream' }),
+  allowed_token_ids: optNull(tokenIds({ minItems: 1, description: 'Only these tokens may be sampled' })),
+  bad_words: opt(Type.Array(Type.String({ minLength: 1 }), { default: [], description: 'Words that must not be generated' })),
+  structured_outputs: optNull(StructuredOutputsSchema),
+  guided_json: optNull(Type.Union([Type.String(), anyObject()]), { description: 'Legacy alias of `structured_outputs.json`' }),
+  guided_regex: optNull(Type.String({ description: 'Legacy alias of `structured_outputs.regex`' })),
+  guided_choice: optNull(Type.Array(Type.String(), { minItems: 1, description: 'Legacy alias of `structured_outputs.choice`' })),
+  guided_grammar: optNull(Type.String({ description: 'Legacy alias of `structured_outputs.grammar`' })),
+  guided_whitespace_pattern: optNull(Type.String({ description: 'Legacy alias of `structured_outputs.whitespace_pattern`' })),
+  guided_decoding_backend: optNull(Type.String({ description: 'Legacy; only `auto` or `xgrammar`' })),
+  priority: opt(Type.Integer({ default: 0, description: 'Lower is handled earlier; non-zero needs priority scheduling' })),
+  request_id: opt(Type.String({ minLength: 1, description: 'Used throughout processing and returned; random when omitted' })),
+  logits_processors: optNull(Type.Array(LogitsProcessorSchema)),
+  return_tokens_as_token_ids: optNull(Type.Boolean({ description: 'With logprobs, tokens as `token_id:<id>`' })),
+  return_token_ids: optNull(Type.Boolean({ description: 'Include token ids with the text' })),
+  cache_salt: optNull(
+    Type.String({
+      minLength: 1,
+      maxLength: 128,
+      pattern: '^[^@/\\\\\\u0000]*$',
+      description:
+        'Salts the prefix cache: only requests with the same salt share cached prompt blocks (≤ 128 characters, none of @ / \\ or NUL)',
+    }),
+  ),
+  kv_transfer_params: optNull(anyObject({ description: 'Parameters for disaggregated serving' })),
+  svc_xargs: optNull(XargsSchema),
+  vllm_xargs: optNull(XargsSchema, { description: 'Alias of `svc_xargs`' }),
+}
+
+/** The shared fields alone: what request normalisation common to both routes reads. */
+export const SamplingReqSchema = Type.Object(samplingFields)
+export type SamplingReq = Static<typeof SamplingReqSchema>
 
 export const ChatCompletionReqSchema = Type.Object(
   {
@@ -154,29 +227,10 @@ export const ChatCompletionReqSchema = Type.Object(
       description:
         'The conversation. Developer messages are followed regardless of user messages and replace system messages for newer reasoning models',
     }),
-    model: optNull(Type.String({ description: 'Served model name; null or empty: the default model' })),
-    frequency_penalty: optNull(Type.Number({ minimum: -2, maximum: 2 }), { description: 'Default 0' }),
-    logit_bias: optNull(
-      Type.Record(Type.String(), Type.Number(), {
-        propertyNames: { pattern: '^\\s*[-+]?[0-9]+\\s*$' },
-        description: 'Token id → bias added to its logit (clamped to [-100, 100])',
-      }),
-    ),
     logprobs: optNull(Type.Boolean(), { default: false, description: 'Return log probabilities of the sampled tokens' }),
     top_logprobs: optNull(Type.Integer({ minimum: 0 }), { default: 0, description: 'Alternatives per position; needs logprobs' }),
     max_tokens: optNull(Type.Integer({ minimum: 1 }), { description: 'Deprecated; used when max_completion_tokens is not set' }),
     max_completion_tokens: optNull(Type.Integer({ minimum: 1 }), { description: 'Default: what remains of the context window' }),
-    n: optNull(Type.Integer({ minimum: 1 }), { default: 1, description: 'Number of choices' }),
-    presence_penalty: optNull(Type.Number({ minimum: -2, maximum: 2 }), { description: 'Default 0' }),
-    response_format: optNull(ResponseFormatSchema),
-    seed: optNull(Type.Integer({ minimum: INT64_MIN, maximum: INT64_MAX }), { description: 'Sampling seed; -1 or absent: none' }),
-    stop: optNull(Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }))]), {
-      description: 'Stop strings',
-    }),
-    stream: optNull(Type.Boolean(), { default: false, description: 'Stream the reply as server-sent events' }),
-    stream_options: optNull(StreamOptionsSchema),
-    temperature: optNull(Type.Number({ minimum: 0 }), { description: '0 (below 1e-5): greedy' }),
-    top_p: optNull(Type.Number({ exclusiveMinimum: 0, maximum: 1 }), { description: 'Nucleus sampling, in (0, 1]' }),
     tools: optNull(Type.Array(ToolSchema)),
     tool_choice: optNull(Type.Union([StringEnum(['none', 'auto', 'required'] as const), NamedToolChoiceSchema]), {
       description: '`none` unless tools are given, then `auto`',
@@ -187,24 +241,6 @@ export const ChatCompletionReqSchema = Type.Object(
     }),
     include_reasoning: opt(Type.Boolean({ default: true })),
     parallel_tool_calls: optNull(Type.Boolean(), { default: true, description: 'When false, only the first tool call is returned' }),
-    user: optNull(Type.String({ description: 'Accepted and ignored' })),
-    use_beam_search: opt(Type.Boolean({ default: false })),
-    top_k: optNull(Type.Integer({ minimum: -1 }), { description: '0 or -1: disabled' }),
-    min_p: optNull(Type.Number({ minimum: 0, maximum: 1 }), { description: '0: disabled' }),
-    repetition_penalty: optNull(Type.Number({ exclusiveMinimum: 0 }), { description: '1: off' }),
-    length_penalty: opt(Type.Number({ default: 1, description: 'Beam search only' })),
-    stop_token_ids: optNull(tokenIds({ description: 'Stop when one of these tokens is sampled' }), { default: [] }),
-    include_stop_str_in_output: opt(Type.Boolean({ default: false })),
-    ignore_eos: opt(Type.Boolean({ default: false })),
-    min_tokens: opt(Type.Integer({ minimum: 0, default: 0, description: 'End-of-sequence and stop tokens are masked until reached' })),
-    skip_special_tokens: opt(Type.Boolean({ default: true })),
-    spaces_between_special_tokens: opt(Type.Boolean({ default: true })),
-    truncate_prompt_tokens: optNull(Type.Integer({ minimum: -1 }), {
-      description: 'Keep only the last N prompt tokens; -1: as many as fit',
-    }),
-    prompt_logprobs: optNull(Type.Integer({ minimum: 0 }), { description: 'Log probabilities of the prompt tokens; not with stream' }),
-    allowed_token_ids: optNull(tokenIds({ minItems: 1, description: 'Only these tokens may be sampled' })),
-    bad_words: opt(Type.Array(Type.String({ minLength: 1 }), { default: [], description: 'Words that must not be generated' })),
     echo: opt(Type.Boolean({ default: false, description: 'Prepend the last message to the reply when both have the same role' })),
     add_generation_prompt: opt(Type.Boolean({ default: true, description: 'Add the generation prompt of the chat template' })),
     continue_final_message: opt(
@@ -222,22 +258,7 @@ export const ChatCompletionReqSchema = Type.Object(
     chat_template: optNull(Type.String({ description: 'Template; required when the model defines none' })),
     chat_template_kwargs: optNull(anyObject({ description: 'Extra variables for the template' })),
     mm_processor_kwargs: optNull(anyObject({ description: 'Extra arguments for the multimodal processor' })),
-    structured_outputs: optNull(StructuredOutputsSchema),
-    guided_json: optNull(Type.Union([Type.String(), anyObject()]), { description: 'Legacy alias of `structured_outputs.json`' }),
-    guided_regex: optNull(Type.String({ description: 'Legacy alias of `structured_outputs.regex`' })),
-    guided_choice: optNull(Type.Array(Type.String(), { minItems: 1, description: 'Legacy alias of `structured_outputs.choice`' })),
-    guided_grammar: optNull(Type.String({ description: 'Legacy alias of `structured_outputs.grammar`' })),
-    guided_whitespace_pattern: optNull(Type.String({ description: 'Legacy alias of `structured_outputs.whitespace_pattern`' })),
-    guided_decoding_backend: optNull(Type.String({ description: 'Legacy; only `auto` or `xgrammar`' })),
-    priority: opt(Type.Integer({ default: 0, description: 'Lower is handled earlier; non-zero needs priority scheduling' })),
-    request_id: opt(Type.String({ minLength: 1, description: 'Used throughout processing and returned; random when omitted' })),
-    logits_processors: optNull(Type.Array(LogitsProcessorSchema)),
-    return_tokens_as_token_ids: optNull(Type.Boolean({ description: 'With logprobs, tokens as `token_id:<id>`' })),
-    return_token_ids: optNull(Type.Boolean({ description: 'Include token ids with the text' })),
-    cache_salt: optNull(Type.String({ minLength: 1, description: 'Salts the prefix cache' })),
-    kv_transfer_params: optNull(anyObject({ description: 'Parameters for disaggregated serving' })),
-    svc_xargs: optNull(XargsSchema),
-    vllm_xargs: optNull(XargsSchema, { description: 'Alias of `svc_xargs`' }),
+    ...samplingFields,
   },
   { description: 'Chat completion request; unknown fields are ignored' },
 )

@@ -3,7 +3,8 @@ import { Nullable, ProjectIdSchema, timestampIn } from './common.js'
 import { QuerySchema } from './calls.js'
 import { SortBySchema } from '../schemas/calls-write.js'
 
-const price = (description: string) => Type.Number({ minimum: 0, description })
+// Bounded so that an integral price still binds as a DuckDB BIGINT (past 2^63 it would not).
+const price = (description: string) => Type.Number({ minimum: 0, maximum: 1e9, description })
 
 export const CostCreateInputSchema = Type.Object({
   prompt_token_cost: price('Cost per prompt (input) token'),
@@ -41,8 +42,8 @@ export const CostQueryReqSchema = Type.Object(
     fields: Type.Optional(Nullable(Type.Array(Type.String(), { maxItems: 32 }))),
     query: Type.Optional(Nullable(QuerySchema)),
     sort_by: Type.Optional(Nullable(Type.Array(SortBySchema, { maxItems: 16 }))),
-    limit: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
-    offset: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
+    limit: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
+    offset: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
   },
   { additionalProperties: false },
 )

@@ -54,8 +54,8 @@ export const FeedbackQueryReqSchema = Type.Object(
     fields: Type.Optional(Nullable(Type.Array(FieldPath, { maxItems: 64 }), { description: 'Columns or payload.<path>; default all' })),
     query: Type.Optional(Nullable(QuerySchema)),
     sort_by: Type.Optional(Nullable(Type.Array(FeedbackSortBySchema, { maxItems: 16 }), { description: 'Default: created_at' })),
-    limit: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
-    offset: Type.Optional(Nullable(Type.Integer({ minimum: 0 }))),
+    limit: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
+    offset: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }))),
   },
   { additionalProperties: false },
 )

@@ -49,8 +49,12 @@ export const ObjQueryReqSchema = Type.Object(
   {
     project_id: ProjectIdSchema,
     filter: Type.Optional(Nullable(ObjectVersionFilterSchema)),
-    limit: Type.Optional(Nullable(Type.Integer({ minimum: 0 }), { description: 'Maximum number of results' })),
-    offset: Type.Optional(Nullable(Type.Integer({ minimum: 0 }), { description: 'Number of results to skip' })),
+    limit: Type.Optional(
+      Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), { description: 'Maximum number of results' }),
+    ),
+    offset: Type.Optional(
+      Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), { description: 'Number of results to skip' }),
+    ),
     sort_by: Type.Optional(Nullable(Type.Array(ObjSortBySchema), { description: 'Sort keys in order; default created_at ascending' })),
     metadata_only: Type.Optional(
       Nullable(Type.Boolean(), { default: false, description: 'When true, val is not read and is empty; all other fields are returned' }),

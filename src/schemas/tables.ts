@@ -65,8 +65,10 @@ export const TableQueryReqSchema = Type.Object(
     project_id: ProjectIdSchema,
     digest: Digest,
     filter: Type.Optional(Nullable(Type.Object({ row_digests: Type.Optional(Nullable(Type.Array(Digest))) }))),
-    limit: Type.Optional(Nullable(Type.Integer({ minimum: 0 }), { description: 'Maximum number of rows' })),
-    offset: Type.Optional(Nullable(Type.Integer({ minimum: 0 }), { description: 'Rows to skip' })),
+    limit: Type.Optional(
+      Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), { description: 'Maximum number of rows' }),
+    ),
+    offset: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), { description: 'Rows to skip' })),
     sort_by: Type.Optional(Nullable(Type.Array(TableSortBySchema), { description: 'Default: table order' })),
   },
   { additionalProperties: false },

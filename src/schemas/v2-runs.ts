@@ -14,8 +14,8 @@ const optId = (description: string) => Type.Optional(Nullable(id(description)))
 const idList = (description: string, minItems = 0) =>
   Type.Array(Type.String({ minLength: 1, maxLength: 2048 }), { minItems, description: `${description} (repeat the parameter)` })
 const page = {
-  limit: Type.Optional(Type.Integer({ minimum: 0, description: 'Maximum number of items to return' })),
-  offset: Type.Optional(Type.Integer({ minimum: 0, description: 'Number of items to skip' })),
+  limit: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Maximum number of items to return' })),
+  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Number of items to skip' })),
 }
 
 // ---- evaluation runs ----

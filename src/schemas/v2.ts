@@ -38,7 +38,7 @@ export const MAX_LIST_LIMIT = 10_000
  */
 export const ListQuerySchema = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_LIST_LIMIT, description: 'Maximum number of items to return' })),
-  offset: Type.Optional(Type.Integer({ minimum: 0, description: 'Number of items to skip' })),
+  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Number of items to skip' })),
 })
 export type ListQuery = Static<typeof ListQuerySchema>
 

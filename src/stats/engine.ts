@@ -1,3 +1,5 @@
+import type { Table } from 'apache-arrow'
+import { statsTable } from './arrow.js'
 import type { CallSource } from '../calls/source.js'
 import { priceSpans, type Prices } from '../catalog/prices.js'
 import type { CallStatsReq } from '../schemas/calls.js'
@@ -35,6 +37,11 @@ export class CallStats {
 
   async stats(req: CallStatsReq, now = Date.now()): Promise<Record<string, unknown>> {
     return (await this.run(req, now)).result
+  }
+
+  /** The same answer as one apache-arrow Table (see statsTable): for embedding, columns rather than JSON. */
+  async statsArrow(req: CallStatsReq, now = Date.now()): Promise<Table> {
+    return statsTable(await this.stats(req, now))
   }
 
   /** The response, and how it was computed (sent as the `x-weft-stats-path` header). */

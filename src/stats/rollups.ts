@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { DuckDBConnection } from '@duckdb/node-api'
+import { progress, type Task } from '../core/progress.js'
 import { USAGE_FIELDS } from '../calls/model.js'
 import type { CallSource } from '../calls/source.js'
 import { binSql } from './sketch.js'
@@ -240,12 +241,14 @@ export class Rollups {
     })
     // The first build runs in turn with flushes; the server answers (by scanning) meanwhile. Tables
     // found in the file are brought up to date instead when they are consistent with the store.
+    // Registered now, not when its turn comes, so /ready never answers ready before the tables are usable.
+    const warm = progress.start('rollups warm-up', { unit: 'ranges', warming: true, fields: { parts: this.store.segmentRows } })
     void this.store
       .exclusive(async () => {
-        if (await this.load().catch(() => false)) return
-        await this.rebuild()
+        if (await this.load().catch(() => false)) return warm.finish()
+        await this.rebuild(warm)
       })
-      .catch(() => {})
+      .catch((e) => warm.fail(e))
   }
 
   private async attach(file: string): Promise<void> {
@@ -293,24 +296,27 @@ export class Rollups {
   }
 
   /** Rebuilds every table from the segments, one id range at a time (bounded memory). */
-  async rebuild(): Promise<void> {
+  async rebuild(first?: Task): Promise<void> {
     this.building = true
+    const task = first ?? progress.start('rollups build', { unit: 'ranges', fields: { parts: this.store.segmentRows } })
     try {
-      await this.rebuildOnce()
+      await task.run((t) => this.rebuildOnce(t))
     } finally {
       this.building = false
     }
     await this.save()
   }
 
-  private async rebuildOnce(): Promise<void> {
+  private async rebuildOnce(task: Task): Promise<void> {
     const c = this.conn!
     const x = this.store.flushedSeq
     const ranges = await this.store.idRanges(Math.ceil(this.store.segmentRows / 2_000_000))
+    task.update(0, ranges.length + 1)
     await c.run('BEGIN TRANSACTION')
     try {
       for (const t of [...TABLES.map(([t, tier]) => tableName(t, tier)), USAGE_CALLS, META]) await c.run(`DELETE FROM ${t}`)
       for (let i = 0; i <= ranges.length; i++) {
+        task.update(i)
         // Range bounds are call ids: bound as parameters, never spliced into the SQL.
         const lo = i > 0 ? ranges[i - 1]! : null
         const hi = i < ranges.length ? ranges[i]! : null

@@ -91,6 +91,8 @@ export async function startServer(
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal)
       const code = await exited
       if (!opts.dataDir) await rm(dataDir, { recursive: true, force: true })
+      // Every test server's log is searched for the key it was given: a key must never reach a log line.
+      if (key && out.includes(key)) throw new Error(`the server's output contains its API key:\n${out.slice(0, 2000)}`)
       return code
     },
     basic: (k = key ?? '') => ({ authorization: 'Basic ' + Buffer.from('api:' + k).toString('base64') }),

@@ -48,6 +48,8 @@ interface Collected {
   usage: Usage
   timings: Record<string, number> | null
   promptLogprobs: unknown
+  /** Prompt tokens the engine took from its prefix cache. */
+  cachedTokens: number
 }
 
 /** Every event of a non-streamed completion, folded into its choices and usage; an engine error is recorded and thrown. */
@@ -59,6 +61,7 @@ async function collect(c: Completion): Promise<Collected> {
   let usage = { prompt_tokens: promptTokens, completion_tokens: 0, total_tokens: promptTokens }
   let timings: Record<string, number> | null = null
   let promptLogprobs: unknown = null
+  let cachedTokens = 0
   for await (const e of c.events) {
     if (e.type === 'error') {
       await c.record({ choices: [], usage, timings: null, error: e.message })
@@ -73,14 +76,15 @@ async function collect(c: Completion): Promise<Collected> {
       }
       timings = { ...e.timings }
       promptLogprobs = e.promptLogprobs
+      cachedTokens = e.cachedTokens ?? 0
     }
   }
-  return { choices, finishes, usage, timings, promptLogprobs }
+  return { choices, finishes, usage, timings, promptLogprobs, cachedTokens }
 }
 
 /** A non-streamed completion: one `chat.completion` body once every choice has finished. */
 export async function completionReply(c: Completion): Promise<Reply> {
-  const { choices, finishes, usage: counts, timings, promptLogprobs } = await collect(c)
+  const { choices, finishes, usage: counts, timings, promptLogprobs, cachedTokens } = await collect(c)
   const usage = { ...counts, ...(await reasoningDetails(c, finishes, choices)) }
   const complete = !choices.some((ch) => ch === undefined) && choices.length === c.n
   await c.record({
@@ -106,7 +110,7 @@ export async function completionReply(c: Completion): Promise<Reply> {
       choices,
       service_tier: null,
       system_fingerprint: FINGERPRINT,
-      usage: { ...usage, prompt_tokens_details: null },
+      usage: { ...usage, prompt_tokens_details: { cached_tokens: cachedTokens } },
       prompt_logprobs: promptLogprobs,
       prompt_token_ids: c.withIds ? c.accepted.promptIds : null,
       kv_transfer_params: null,

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto'
 import type { Ctx, Reply } from '../route.js'
-import type { ChatCompletionReq } from '../../schemas/chat.js'
+import { ChatCompletionReqSchema, type ChatCompletionReq } from '../../schemas/chat.js'
 import type { ModelPool as ModelServer } from '../../inference/client.js'
 import { checkRequest, chatProject, templateMessages, toGenerate } from './request.js'
 import { recordCompletion, type CompletionRecorder } from './record.js'
 import { accepted, type Completion } from './completion.js'
 import { completionReply } from './aggregate.js'
 import { streamReply } from './stream.js'
+import { jsonBody, SEED_RANGE } from './body.js'
 import { toolMode, withToolConstraint } from './tools.js'
 import type { OutputSpec } from './tools-output.js'
 import { reasoningCounter } from './reasoning.js'
@@ -27,8 +28,9 @@ export interface CompleteOptions {
 
 /** POST /v1/chat/completions: checks the request, hands it to the engine, and answers whole or as a stream. */
 export function completeHandler(o: CompleteOptions) {
-  return async function complete(ctx: Ctx<ChatCompletionReq>): Promise<Reply> {
-    const b = ctx.body
+  const read = jsonBody<ChatCompletionReq>(ChatCompletionReqSchema, SEED_RANGE)
+  return async function complete(ctx: Ctx): Promise<Reply> {
+    const b = read(ctx)
     checkRequest(b, o.priorityScheduling)
     const model = o.pick(b.model)
     const project = chatProject(ctx.headers, ctx.principal)

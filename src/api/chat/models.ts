@@ -41,8 +41,17 @@ export function listModels(models: ModelServer[]) {
   }
 }
 
+/** GET /v1/models/{id}: one card; a name no model is served under is 404. */
+export function getModel(models: ModelServer[]) {
+  return (ctx: Ctx): Reply => {
+    const m = models.find((x) => x.info.name === ctx.params.id)
+    if (!m) throw new DomainError(404, `The model \`${ctx.params.id}\` does not exist.`, { param: 'model' })
+    return { body: modelCard(m, Math.floor(Date.now() / 1000)) }
+  }
+}
+
 /** The engine's errors carry an HTTP status; anything else is ours (500). */
-const asDomainError = (e: Error & { status?: number }) => {
+export const asDomainError = (e: Error & { status?: number }) => {
   throw new DomainError(e.status ?? 500, e.message)
 }
 

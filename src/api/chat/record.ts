@@ -3,6 +3,7 @@ import type { CallPart } from '../../calls/model.js'
 import { startPart, endPart } from '../../calls/ingest/parts.js'
 import { uuidv7 } from '../../calls/ids.js'
 import type { ChatCompletionReq } from '../../schemas/chat.js'
+import type { CompletionReq } from '../../schemas/completions.js'
 
 /**
  * Where finished completions go, as the parts of one call. The chat routes never see the calls
@@ -12,8 +13,18 @@ export interface CompletionRecorder {
   record(parts: CallPart[]): Promise<void>
 }
 
-/** The op name of recorded completions: the one Weave's OpenAI integration gives them. */
+/** The op names of recorded completions: the ones Weave's OpenAI integration gives them. */
 export const CHAT_OP = 'openai.chat.completions.create'
+export const TEXT_OP = 'openai.completions.create'
+
+/** What kind of completion a call records: its op name and the `object` of its output. */
+export interface CallKind {
+  op: string
+  object: 'chat.completion' | 'text_completion'
+}
+
+export const CHAT_KIND: CallKind = { op: CHAT_OP, object: 'chat.completion' }
+export const TEXT_KIND: CallKind = { op: TEXT_OP, object: 'text_completion' }
 
 /** A choice's message as recorded: its text, and the reasoning and tool calls when there are any. */
 export interface RecordedMessage {
@@ -33,9 +44,11 @@ export function recordedMessage(m: RecordedMessage): RecordedMessage {
 
 /** How a completion ended: what its call's output, summary and exception are made of. */
 export interface Outcome {
+  /** A chat choice has its message; a legacy completion's its text. */
   choices: {
     index: number
-    message: RecordedMessage
+    message?: RecordedMessage
+    text?: string
     finish_reason: string | null
     stop_reason?: string | number | null
   }[]
@@ -59,8 +72,10 @@ export interface CompletionCall {
   id: string
   /** Milliseconds since the epoch. */
   started: number
-  request: ChatCompletionReq
+  request: ChatCompletionReq | CompletionReq
   userId: string
+  /** Chat unless said otherwise. */
+  kind?: CallKind
 }
 
 /**
@@ -69,6 +84,7 @@ export interface CompletionCall {
  */
 export function completionParts(c: CompletionCall, out: Outcome): CallPart[] {
   const { project, model, backend, id, started } = c
+  const kind = c.kind ?? CHAT_KIND
   const callId = uuidv7(started)
   const { prompt_tokens, completion_tokens, total_tokens } = out.usage
   return [
@@ -77,10 +93,10 @@ export function completionParts(c: CompletionCall, out: Outcome): CallPart[] {
         project_id: project,
         id: callId,
         trace_id: uuidv7(started),
-        op_name: CHAT_OP,
+        op_name: kind.op,
         started_at: new Date(started).toISOString(),
         attributes: {
-          weft: { kind: 'chat.completion', completion_id: id, model, backend, ...(out.timings ? { timings: out.timings } : {}) },
+          weft: { kind: kind.object, completion_id: id, model, backend, ...(out.timings ? { timings: out.timings } : {}) },
         },
         inputs: c.request as Record<string, unknown>,
       },
@@ -90,7 +106,7 @@ export function completionParts(c: CompletionCall, out: Outcome): CallPart[] {
       project_id: project,
       id: callId,
       ended_at: new Date().toISOString(),
-      output: { id, object: 'chat.completion', model, choices: out.choices, usage: out.usage },
+      output: { id, object: kind.object, model, choices: out.choices, usage: out.usage },
       // The summary keeps the flat counts statistics add up; the details stay in the output.
       summary: { usage: { [model]: { requests: 1, prompt_tokens, completion_tokens, total_tokens } } },
       exception: out.error,

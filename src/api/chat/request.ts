@@ -1,6 +1,6 @@
 import { DomainError } from '../../core/errors.js'
 import type { Ctx } from '../route.js'
-import type { ChatCompletionReq, ChatMessage } from '../../schemas/chat.js'
+import type { ChatCompletionReq, ChatMessage, SamplingReq } from '../../schemas/chat.js'
 import { ProjectIdSchema } from '../../schemas/common.js'
 import type { GenerateRequest } from '../../inference/protocol.js'
 import type { TemplateMessage } from '../../inference/tokenizer.js'
@@ -22,22 +22,28 @@ export function chatProject(headers: Ctx['headers'], principal: Principal | null
 }
 
 /** Fields whose feature comes with a later piece of work: refused clearly rather than ignored. */
-function refuseNotYet(b: ChatCompletionReq): void {
+function refuseNotYet(b: SamplingReq): void {
   const later = 'is not supported by this server yet'
   if (b.use_beam_search) throw bad(`Beam search (\`use_beam_search\`) ${later}.`, 'use_beam_search')
-  if (b.cache_salt !== undefined && b.cache_salt !== null) throw bad(`Prefix caching (\`cache_salt\`) ${later}.`, 'cache_salt')
   if (b.logits_processors && b.logits_processors.length)
     throw bad('The `logits_processors` argument is not supported by this server.', 'logits_processors')
 }
 
 /** vLLM's request-level checks that the schema cannot express (docs/chat.md). */
 export function checkRequest(b: ChatCompletionReq, priorityScheduling: boolean): void {
-  if (b.stream_options && !b.stream) throw bad('Stream options can only be defined when `stream=True`.', 'stream_options')
-  if (b.stream && b.prompt_logprobs !== undefined && b.prompt_logprobs !== null && b.prompt_logprobs !== 0)
-    throw bad('`prompt_logprobs` are not available when `stream=True`.', 'prompt_logprobs')
   if ((b.top_logprobs ?? 0) > 0 && !b.logprobs) throw bad('when using `top_logprobs`, `logprobs` must be set to true.', 'top_logprobs')
   if (b.add_generation_prompt !== false && b.continue_final_message)
     throw bad('Cannot set both `continue_final_message` and `add_generation_prompt` to True.', 'continue_final_message')
+  checkSampling(b, priorityScheduling)
+}
+
+/** The checks chat and legacy completions share. */
+export function checkSampling(b: SamplingReq, priorityScheduling: boolean): void {
+  // vLLM tests the object's truthiness: an empty `{}` is as good as none.
+  if (b.stream_options && Object.keys(b.stream_options).length > 0 && !b.stream)
+    throw bad('Stream options can only be defined when `stream=True`.', 'stream_options')
+  if (b.stream && b.prompt_logprobs !== undefined && b.prompt_logprobs !== null && b.prompt_logprobs !== 0)
+    throw bad('`prompt_logprobs` are not available when `stream=True`.', 'prompt_logprobs')
   if (b.priority && !priorityScheduling) throw bad(`Got priority ${b.priority} but Priority scheduling is not enabled.`, 'priority')
   if (b.temperature !== undefined && b.temperature !== null && b.temperature > 2)
     throw bad(`temperature must be in [0, 2], got ${b.temperature}.`, 'temperature')
@@ -95,24 +101,30 @@ export function templateKwargs(b: Pick<ChatCompletionReq, 'reasoning_effort' | '
   return { reasoning_effort: b.reasoning_effort, enable_thinking: b.reasoning_effort !== 'none', ...(b.chat_template_kwargs ?? {}) }
 }
 
-/** The request translated into the engine's: prompt rendering, sampling, and what to report back. */
-export function toGenerate(b: ChatCompletionReq, id: string): GenerateRequest {
+/** The prompt-rendering fields of the engine's request (what a chat turns into a prompt). */
+export type PromptFields = Pick<
+  GenerateRequest,
+  | 'messages'
+  | 'addGenerationPrompt'
+  | 'continueFinalMessage'
+  | 'addSpecialTokens'
+  | 'tools'
+  | 'documents'
+  | 'chatTemplate'
+  | 'chatTemplateKwargs'
+>
+
+/** What the engine's request takes from the fields chat and legacy completions share. */
+export type SamplingFields = Omit<GenerateRequest, keyof PromptFields | 'id' | 'maxTokens' | 'logprobs' | 'promptLogprobs'>
+
+/** The shared fields translated into the engine's: sampling, stopping, scheduling, the constraint. */
+export function samplingOf(b: SamplingReq): SamplingFields {
   const logitBias = b.logit_bias
     ? Object.entries(b.logit_bias).map(([k, v]) => [Number.parseInt(k.trim(), 10), v] as [number, number])
     : null
   return {
-    id,
-    messages: templateMessages(b.messages),
-    addGenerationPrompt: b.add_generation_prompt !== false,
-    continueFinalMessage: b.continue_final_message === true,
-    addSpecialTokens: b.add_special_tokens === true,
-    tools: b.tools ?? null,
-    documents: b.documents ?? null,
-    chatTemplate: b.chat_template ?? null,
-    chatTemplateKwargs: templateKwargs(b),
     truncatePromptTokens: b.truncate_prompt_tokens ?? null,
     n: b.n ?? 1,
-    maxTokens: b.max_completion_tokens ?? b.max_tokens ?? null,
     temperature: b.temperature ?? null,
     topP: b.top_p ?? null,
     topK: b.top_k ?? null,
@@ -130,13 +142,31 @@ export function toGenerate(b: ChatCompletionReq, id: string): GenerateRequest {
     ignoreEos: b.ignore_eos === true,
     skipSpecialTokens: b.skip_special_tokens !== false,
     spacesBetweenSpecialTokens: b.spaces_between_special_tokens !== false,
-    logprobs: b.logprobs ? (b.top_logprobs ?? 0) : null,
     returnTokensAsTokenIds: b.return_tokens_as_token_ids === true,
     seed: b.seed ?? null,
     priority: b.priority ?? 0,
     stream: b.stream === true,
+    constraint: constraintOf(b),
+    cacheSalt: b.cache_salt ?? null,
+  }
+}
+
+/** The request translated into the engine's: prompt rendering, sampling, and what to report back. */
+export function toGenerate(b: ChatCompletionReq, id: string): GenerateRequest {
+  return {
+    id,
+    messages: templateMessages(b.messages),
+    addGenerationPrompt: b.add_generation_prompt !== false,
+    continueFinalMessage: b.continue_final_message === true,
+    addSpecialTokens: b.add_special_tokens === true,
+    tools: b.tools ?? null,
+    documents: b.documents ?? null,
+    chatTemplate: b.chat_template ?? null,
+    chatTemplateKwargs: templateKwargs(b),
+    ...samplingOf(b),
+    maxTokens: b.max_completion_tokens ?? b.max_tokens ?? null,
+    logprobs: b.logprobs ? (b.top_logprobs ?? 0) : null,
     // With echo and no prompt_logprobs, vLLM reports the prompt's at top_logprobs.
     promptLogprobs: b.prompt_logprobs ?? (b.echo && b.logprobs && !b.stream ? (b.top_logprobs ?? 0) : null),
-    constraint: constraintOf(b),
   }
 }

@@ -122,7 +122,7 @@ function recordedChoices(c: Completion, t: Tally) {
   })
 }
 
-const errorFrame = (e: Extract<WorkerEvent, { type: 'error' }>) =>
+export const errorFrame = (e: Extract<WorkerEvent, { type: 'error' }>) =>
   `data: ${JSON.stringify({ error: { message: e.message, type: e.status === 500 ? 'InternalServerError' : 'BadRequestError', param: e.param ?? null, code: e.status } })}\n\n`
 
 /** The SSE body; whatever way it ends (done, engine error, client gone), the completion is recorded. */
@@ -153,7 +153,8 @@ async function* sse(c: Completion, f: Framing): AsyncGenerator<string> {
         t.finished = true
         t.usage = await finalUsage(c, t, f.usageOf(e.completionTokens))
         t.timings = { ...e.timings }
-        if (f.includeUsage) yield f.chunk(null, { usage: t.usage, system_fingerprint: FINGERPRINT })
+        const usage = { ...t.usage, prompt_tokens_details: { cached_tokens: e.cachedTokens ?? 0 } }
+        if (f.includeUsage) yield f.chunk(null, { usage, system_fingerprint: FINGERPRINT })
       }
     }
     yield 'data: [DONE]\n\n'

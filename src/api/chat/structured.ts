@@ -4,9 +4,12 @@
  * with vLLM's messages before anything reaches the engine, and turned into the engine's Constraint.
  */
 import { Ajv } from 'ajv'
-import type { ChatCompletionReq, StructuredOutputs } from '../../schemas/chat.js'
+import type { ChatCompletionReq, SamplingReq, StructuredOutputs } from '../../schemas/chat.js'
 import type { Constraint, ConstraintKind } from '../../inference/protocol.js'
 import { DomainError } from '../../core/errors.js'
+
+/** What the constraint is read from: the fields every request has, and chat's tool choice when there is one. */
+type ConstraintReq = SamplingReq & Partial<Pick<ChatCompletionReq, 'tool_choice'>>
 
 const KINDS: readonly ConstraintKind[] = ['json', 'regex', 'choice', 'grammar', 'json_object', 'structural_tag']
 const present = (v: unknown) => v !== undefined && v !== null
@@ -16,7 +19,7 @@ const bad = (message: string, param: string) => new DomainError(400, message, { 
 const metaAjv = new Ajv({ strict: false, logger: false, validateSchema: true })
 
 /** structured_outputs with the legacy guided_* fields folded in (as vLLM 0.11 did before removing them). */
-function requested(b: ChatCompletionReq): StructuredOutputs | null {
+function requested(b: ConstraintReq): StructuredOutputs | null {
   const legacy: StructuredOutputs = {}
   if (present(b.guided_json)) legacy.json = b.guided_json
   if (present(b.guided_regex)) legacy.regex = b.guided_regex
@@ -29,7 +32,7 @@ function requested(b: ChatCompletionReq): StructuredOutputs | null {
 }
 
 /** response_format onto structured_outputs: it replaces the member it maps to. */
-function withResponseFormat(so: StructuredOutputs | null, b: ChatCompletionReq): StructuredOutputs | null {
+function withResponseFormat(so: StructuredOutputs | null, b: ConstraintReq): StructuredOutputs | null {
   const rf = b.response_format
   if (!rf || !rf.type || rf.type === 'text') return so
   if (rf.type === 'json_object') return { ...(so ?? {}), json_object: true }
@@ -45,7 +48,7 @@ function kindsOf(so: StructuredOutputs): ConstraintKind[] {
 }
 
 /** What the client asked for, merged (legacy fields, structured_outputs, response_format); null: nothing. */
-function merged(b: ChatCompletionReq): StructuredOutputs | null {
+function merged(b: ConstraintReq): StructuredOutputs | null {
   const so = requested(b)
   if (so) {
     const basic = (['json', 'regex', 'choice'] as const).filter((k) => present(so[k]))
@@ -56,7 +59,7 @@ function merged(b: ChatCompletionReq): StructuredOutputs | null {
 }
 
 /** Whether the client asked for a constraint of its own (any of structured_outputs, guided_*, response_format). */
-export function hasUserConstraint(b: ChatCompletionReq): boolean {
+export function hasUserConstraint(b: ConstraintReq): boolean {
   const so = merged(b)
   return so !== null && kindsOf(so).length > 0
 }
@@ -66,7 +69,7 @@ export function hasUserConstraint(b: ChatCompletionReq): boolean {
  * grammar or JSON text, a JSON Schema that is one, and not together with a named tool. Call it on the
  * request as the client sent it (before a tool_choice is turned into a constraint).
  */
-export function checkStructuredOutputs(b: ChatCompletionReq): void {
+export function checkStructuredOutputs(b: ConstraintReq): void {
   const so = merged(b)
   if (!so) return
   const kinds = kindsOf(so)
@@ -158,7 +161,7 @@ function mapValues(v: unknown): unknown {
  * guided_* and response_format as checkStructuredOutputs left them; request normalisation may have
  * put a tool_choice's schema into `structured_outputs.json` by then.
  */
-export function constraintOf(b: ChatCompletionReq): Constraint | null {
+export function constraintOf(b: ConstraintReq): Constraint | null {
   const so = merged(b)
   if (!so) return null
   const kind = kindsOf(so)[0]

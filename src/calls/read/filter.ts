@@ -45,9 +45,16 @@ export function filterSql(f: CallFilter | null | undefined, params: Params): { w
   const where: string[] = []
   const narrow: string[] = []
   if (!f) return { where, narrow }
+  // As Weave: an empty id list filters nothing, except thread and turn ids, where an empty list matches nothing.
   const list = (name: string, values: string[] | null | undefined, column: string) => {
     if (!values) return
     checkFilterList(name, values)
+    if (values.length === 0) {
+      if (column !== 'thread_id' && column !== 'turn_id') return
+      where.push('false')
+      narrow.push('false')
+      return
+    }
     const l = params.add(listValue(values))
     where.push(`list_contains(${l}, m.${column})`)
     narrow.push(`list_contains(${l}, ${column})${rangeOf(values, column, params)}`)

@@ -24,9 +24,9 @@ export function orderBy(sort: QueryOptions['sort_by'], params: Params): string {
 }
 
 /** The matching calls, whole, in order, with limit and offset: one statement. */
-export function selectSql(project: string, opts: QueryOptions, params: Params): string {
+export function selectSql(project: string, opts: QueryOptions, params: Params, select = SELECT_OUT): string {
   const order = orderBy(opts.sort_by, params)
-  let sql = `SELECT ${SELECT_OUT} FROM ${matching(project, opts, params, false, order)} ${order}`
+  let sql = `SELECT ${select} FROM ${matching(project, opts, params, false, order)} ${order}`
   if (opts.limit !== undefined && opts.limit !== null) sql += ` LIMIT ${params.add(opts.limit)}`
   if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
   return sql
@@ -41,6 +41,7 @@ export async function pageSql(
   project: string,
   opts: QueryOptions,
   readAll: (sql: string, params: Params) => Promise<Record<string, unknown>[]>,
+  select = SELECT_OUT,
 ): Promise<{ sql: string; params: Params } | null> {
   if (opts.limit === undefined || opts.limit === null || opts.limit + (opts.offset ?? 0) > PAGE_IDS) return null
   const params = new Params()
@@ -54,7 +55,7 @@ export async function pageSql(
   const p = out.add(project)
   const l = out.add(listValue(ids))
   return {
-    sql: `SELECT ${SELECT_OUT} FROM (${MERGED} WHERE project_id = ${p} AND list_contains(${l}, id) GROUP BY project_id, id) m
+    sql: `SELECT ${select} FROM (${MERGED} WHERE project_id = ${p} AND list_contains(${l}, id) GROUP BY project_id, id) m
         WHERE m.deleted_at IS NULL ORDER BY list_position(${l}, m.id)`,
     params: out,
   }
@@ -65,9 +66,10 @@ export async function querySql(
   project: string,
   opts: QueryOptions,
   readAll: (sql: string, params: Params) => Promise<Record<string, unknown>[]>,
+  select = SELECT_OUT,
 ): Promise<{ sql: string; params: Params }> {
-  const page = await pageSql(project, opts, readAll)
+  const page = await pageSql(project, opts, readAll, select)
   if (page) return page
   const params = new Params()
-  return { sql: selectSql(project, opts, params), params }
+  return { sql: selectSql(project, opts, params, select), params }
 }

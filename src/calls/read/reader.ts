@@ -1,4 +1,4 @@
-import type { DuckDBConnection } from '@duckdb/node-api'
+import type { DuckDBConnection, DuckDBDataChunk, DuckDBType } from '@duckdb/node-api'
 import { DomainError } from '../../core/errors.js'
 import type { Params } from '../../query/expr.js'
 
@@ -54,6 +54,41 @@ export class Reader {
       conn.closeSync()
       throw e
     }
+  }
+
+  /** As stream, but DuckDB's column chunks themselves, unconverted. */
+  async streamChunks(sql: string, params: Params): Promise<ChunkStream> {
+    const { conn, guarded } = await this.readConn()
+    try {
+      const result = await guarded(() => conn.stream(sql, params.values))
+      const first = await guarded(() => result.fetchChunk())
+      const chunks = pull(
+        first,
+        () => guarded(() => result.fetchChunk()),
+        () => conn.closeSync(),
+      )
+      return { names: result.columnNames(), types: result.columnTypes(), chunks }
+    } catch (e) {
+      conn.closeSync()
+      throw e
+    }
+  }
+}
+
+/** A streaming result as DuckDB's own column chunks, for callers that convert columns (Arrow answers). */
+export interface ChunkStream {
+  names: string[]
+  types: DuckDBType[]
+  /** Each chunk is valid until the next is asked for. */
+  chunks: AsyncGenerator<DuckDBDataChunk>
+}
+
+/** The chunks of a result as the consumer pulls them; the first already fetched, the connection closed at the end. */
+async function* pull(first: DuckDBDataChunk | null, next: () => Promise<DuckDBDataChunk | null>, close: () => void) {
+  try {
+    for (let c = first; c && c.rowCount > 0; c = await next()) yield c
+  } finally {
+    close()
   }
 }
 

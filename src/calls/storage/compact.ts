@@ -1,9 +1,10 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { DuckDBConnection } from '@duckdb/node-api'
+import { progress } from '../../core/progress.js'
 import { Params } from '../../query/expr.js'
 import { FOLDED, latest } from '../model.js'
-import { PARQUET, fileStats, refreshView, segmentFiles } from './parquet.js'
+import { PARQUET, fileStats, refreshView, segmentFiles, sqlPath } from './parquet.js'
 import { fileName, fsyncPath, writeManifest, type Segment } from './segments.js'
 import type { StorageState } from './state.js'
 
@@ -35,10 +36,19 @@ export async function compactSegments(s: StorageState): Promise<boolean> {
   const totalRows = old.reduce((a, x) => a + x.rows, 0)
   const bounds = await idBounds(s.maint, s.dir, old, Math.ceil(totalRows / s.opts.compactParts))
   const made: Segment[] = []
-  for (let i = 0; i <= bounds.length; i++) {
-    const seg = await compactRange(s, files, i > 0 ? bounds[i - 1]! : null, i < bounds.length ? bounds[i]! : null)
-    if (seg) made.push(seg)
-  }
+  // At 100M parts this is minutes of work, one id range (~2M parts) at a time: reported per range.
+  const task = progress.start('calls compaction', {
+    total: bounds.length + 1,
+    unit: 'ranges',
+    fields: { segments: old.length, parts: totalRows },
+  })
+  await task.run(async () => {
+    for (let i = 0; i <= bounds.length; i++) {
+      const seg = await compactRange(s, files, i > 0 ? bounds[i - 1]! : null, i < bounds.length ? bounds[i]! : null)
+      if (seg) made.push(seg)
+      task.update(i + 1)
+    }
+  })
   await fsyncPath(s.dir)
   // The flushed segments' highest seq must survive in the manifest (a restart numbers new parts after it).
   if (made.length) made[made.length - 1]!.max_seq = Math.max(made[made.length - 1]!.max_seq, ...old.map((x) => x.max_seq))
@@ -65,7 +75,7 @@ async function compactRange(s: StorageState, files: string, lo: string | null, h
           nullif(list_distinct(flatten(list(input_refs) FILTER (WHERE input_refs IS NOT NULL))), []) AS input_refs,
           nullif(list_distinct(flatten(list(output_refs) FILTER (WHERE output_refs IS NOT NULL))), []) AS output_refs
         FROM read_parquet([${files}], union_by_name = true) WHERE ${range}
-        GROUP BY project_id, id ORDER BY project_id, id) TO '${tmp}' (${PARQUET})`,
+        GROUP BY project_id, id ORDER BY project_id, id) TO ${sqlPath(tmp)} (${PARQUET})`,
   )
   copy.bind(params.values)
   await copy.run()

@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { PARQUET, fileStats, refreshView } from './parquet.js'
+import { PARQUET, fileStats, refreshView, sqlPath } from './parquet.js'
 import { fileName, fsyncPath, writeManifest } from './segments.js'
 import { walNumber, type StorageState } from './state.js'
 import { Wal } from './wal.js'
@@ -25,7 +25,7 @@ export async function flushTail(s: StorageState): Promise<boolean> {
   const segPath = path.join(s.dir, segName)
   const tmp = segPath + '.tmp'
   await s.maint.run(
-    `COPY (SELECT * EXCLUDE (wal_gen) FROM call_parts WHERE wal_gen IN (${gens}) ORDER BY project_id, id, seq) TO '${tmp}' (${PARQUET})`,
+    `COPY (SELECT * EXCLUDE (wal_gen) FROM call_parts WHERE wal_gen IN (${gens}) ORDER BY project_id, id, seq) TO ${sqlPath(tmp)} (${PARQUET})`,
   )
   await fsyncPath(tmp)
   await fs.rename(tmp, segPath)

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { DuckDBInstance } from '@duckdb/node-api'
+import { progress, type Task } from '../../core/progress.js'
 import { withDefaults, type StoreOptions } from './options.js'
 import { refreshView } from './parquet.js'
 import { MANIFEST as MANIFEST_FILE, checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest } from './segments.js'
@@ -39,7 +40,12 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   const storage = new Storage(dir, manifest, logs[logs.length - 1]!.wal, db, writer, maint, tail, opts, recovered)
   storage.seq = BigInt(manifest.segments.reduce((m, seg) => Math.max(m, seg.max_seq), 0))
   await refreshView(maint, dir, manifest.segments)
-  for (const [i, l] of logs.entries()) await replay(storage, walNumber(manifest.wals[i]!), l.records)
+  // A start with 100M parts in its logs takes minutes: it reports how far it is (and /ready waits for it).
+  const total = logs.reduce((a, l) => a + l.records.length, 0)
+  const task = progress.start('calls log replay', { total, unit: 'records', warming: true, fields: { logs: logs.length } })
+  await task.run(async () => {
+    for (const [i, l] of logs.entries()) await replay(storage, walNumber(manifest.wals[i]!), l.records, task)
+  })
   storage.startTimer()
   return storage
 }
@@ -60,8 +66,9 @@ async function openDir(dir: string): Promise<Manifest> {
 }
 
 /** One log's records into the tail, numbered on from the storage's seq. */
-async function replay(s: Storage, gen: number, records: Buffer[]): Promise<void> {
+async function replay(s: Storage, gen: number, records: Buffer[], task: Task): Promise<void> {
   for (const r of records) {
+    task.advance()
     let n: number
     try {
       n = await s.tail.insert(r, s.seq + 1n, gen)

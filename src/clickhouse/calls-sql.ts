@@ -1,0 +1,133 @@
+import { checkFilterList } from '../calls/read/filter.js'
+import type { CallFilter, QueryOptions } from '../calls/model.js'
+import { table, type Layout } from './layout.js'
+import { chCompileQuery } from './query/expr.js'
+import { CH_DERIVED, chCallField } from './query/fields.js'
+import type { ChParams } from './query/params.js'
+import { CALL_FIELDS } from './schema.js'
+
+/**
+ * SQL over calls_merged: each call merged from its (partly merged) rows, the live ones matching a
+ * filter and `$expr`, in order, a page of them — the embedded store's read path (calls/read/) in
+ * ClickHouse's dialect, every value bound.
+ */
+
+/** Merged calls of one project: the latest non-null value of each field (the tuple max, see schema.ts). */
+function mergedSql(l: Layout, p: string, inner: string[]): string {
+  const fields = CALL_FIELDS.map(([c]) => `max(c.${c}).2 AS ${c}`).join(',\n      ')
+  return `SELECT c.project_id AS project_id, c.id AS id,
+      ${fields},
+      max(c.deleted_at) AS deleted_at,
+      groupUniqArrayArray(c.input_refs) AS input_refs, groupUniqArrayArray(c.output_refs) AS output_refs
+    FROM ${table(l, 'calls_merged')} AS c
+    WHERE ${[`c.project_id = ${p}`, ...inner].join(' AND ')}
+    GROUP BY c.project_id, c.id`
+}
+
+/** The columns of a returned call, as calls/read/to-call.ts reads them. */
+export const CH_SELECT_OUT = `m.id AS id, m.project_id AS project_id, m.op_name AS op_name, nullIf(m.display_name, '') AS display_name,
+  m.trace_id AS trace_id, m.parent_id AS parent_id, m.thread_id AS thread_id, m.turn_id AS turn_id,
+  toUnixTimestamp64Micro(m.started_at) AS started_us, toUnixTimestamp64Micro(m.ended_at) AS ended_us,
+  m.attributes AS attributes, m.inputs AS inputs, m.output AS output, m.summary AS summary, m.exception AS exception,
+  m.user_id AS user_id, m.run_id AS run_id, m.run_step AS run_step, m.run_step_end AS run_step_end,
+  ${CH_DERIVED['summary.weave.status']!.sql} AS d_status, ${CH_DERIVED['summary.weave.latency_ms']!.sql} AS d_latency,
+  ${CH_DERIVED['summary.weave.trace_name']!.sql} AS d_trace_name`
+
+/**
+ * The filter as conditions on the merged call (`m.`) and on calls_merged rows (`c.`): a merged value
+ * is one of its rows' values, so "some row matches" narrows the calls to merge without changing
+ * the answer (the merged condition still decides).
+ */
+export function chFilterSql(
+  f: CallFilter | null | undefined,
+  params: ChParams,
+  l: Layout,
+  p: string,
+): { where: string[]; inner: string[] } {
+  const where: string[] = []
+  const inner: string[] = []
+  if (!f) return { where, inner }
+  const narrowBy = (cond: string) => inner.push(`c.id IN (SELECT id FROM ${table(l, 'calls_merged')} WHERE project_id = ${p} AND ${cond})`)
+  if (f.op_names) {
+    checkFilterList('op_names', f.op_names)
+    const exact = params.add(
+      f.op_names.filter((n) => !n.endsWith(':*')),
+      'Array(String)',
+    )
+    const any = (c: string) =>
+      `(has(${exact}, ${c})${f
+        .op_names!.filter((n) => n.endsWith(':*'))
+        .map((n) => ` OR startsWith(${c}, ${params.add(n.slice(0, -1), 'String')})`)
+        .join('')})`
+    where.push(any('m.op_name'))
+    narrowBy(any('tupleElement(op_name, 2)'))
+  }
+  const list = (name: string, values: string[] | null | undefined, column: string) => {
+    if (!values) return
+    checkFilterList(name, values)
+    const v = params.add(values, 'Array(String)')
+    where.push(`has(${v}, m.${column})`)
+    if (column === 'id') inner.push(`has(${v}, c.id)`)
+    else if (column === 'trace_id' || column === 'parent_id') narrowBy(`has(${v}, tupleElement(${column}, 2))`)
+  }
+  list('parent_ids', f.parent_ids, 'parent_id')
+  list('trace_ids', f.trace_ids, 'trace_id')
+  list('call_ids', f.call_ids, 'id')
+  list('thread_ids', f.thread_ids, 'thread_id')
+  list('turn_ids', f.turn_ids, 'turn_id')
+  list('svc_user_ids', union(f.svc_user_ids, f.wb_user_ids), 'user_id')
+  list('svc_run_ids', union(f.svc_run_ids, f.wb_run_ids), 'run_id')
+  for (const name of ['input_refs', 'output_refs'] as const) {
+    const v = f[name]
+    if (!v) continue
+    checkFilterList(name, v)
+    where.push(`hasAny(m.${name}, ${params.add(v, 'Array(String)')})`)
+  }
+  if (f.trace_roots_only) where.push('m.parent_id IS NULL')
+  return { where, inner }
+}
+
+function union(a: string[] | null | undefined, b: string[] | null | undefined): string[] | undefined {
+  if (!a && !b) return undefined
+  return [...new Set([...(a ?? []), ...(b ?? [])])]
+}
+
+/** The merged, live calls of a project that match: `(merge) AS m WHERE …`. */
+export function chMatching(l: Layout, project: string, opts: QueryOptions, params: ChParams): string {
+  const p = params.add(project, 'String')
+  const { where: filters, inner } = chFilterSql(opts.filter, params, l, p)
+  const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...filters]
+  if (opts.query) where.push(`coalesce(${chCompileQuery(opts.query, params)}, 0)`)
+  return `(${mergedSql(l, p, inner)}) AS m WHERE ${where.join(' AND ')}`
+}
+
+/** ORDER BY for sort_by: numbers before strings, missing last, in either direction; ties by id. */
+export function chOrderBy(sort: QueryOptions['sort_by'], params: ChParams): string {
+  if (sort === undefined || sort === null) return 'ORDER BY m.started_at ASC, m.id ASC'
+  if (sort.length === 0) return ''
+  const keys: string[] = []
+  for (const s of sort) {
+    const dir = s.direction === 'desc' ? 'DESC' : 'ASC'
+    const f = chCallField(s.field, params)
+    if (f.raw || f.type === 'string') {
+      const v = f.raw ?? f.sql
+      keys.push(`isNull(${v}) ASC`, `isNull(toFloat64OrNull(${v})) ASC`, `toFloat64OrNull(${v}) ${dir}`, `(${v}) ${dir}`)
+    } else keys.push(`(${f.sql}) ${dir} NULLS LAST`)
+  }
+  return `ORDER BY ${keys.join(', ')}, m.id ASC`
+}
+
+/** The matching calls, whole, in order, with limit and offset. */
+export function chSelectSql(l: Layout, project: string, opts: QueryOptions, params: ChParams): string {
+  const matching = chMatching(l, project, opts, params)
+  let sql = `SELECT ${CH_SELECT_OUT} FROM ${matching} ${chOrderBy(opts.sort_by, params)}`
+  if (opts.limit !== undefined && opts.limit !== null) sql += ` LIMIT ${params.add(opts.limit, 'UInt64')}`
+  if (opts.offset) sql += ` OFFSET ${params.add(opts.offset, 'UInt64')}`
+  return sql
+}
+
+/** How many calls match (up to limit), as a statement reading `n`. */
+export function chCountSql(l: Layout, project: string, opts: QueryOptions, params: ChParams): string {
+  const limit = opts.limit ? ` LIMIT ${params.add(opts.limit, 'UInt64')}` : ''
+  return `SELECT count() AS n FROM (SELECT 1 FROM ${chMatching(l, project, opts, params)}${limit})`
+}

@@ -1,0 +1,73 @@
+import type { CallPart, CallRecord, QueryOptions } from '../calls/model.js'
+import { toCall } from '../calls/read/to-call.js'
+import type { Executor, Settings } from './executor.js'
+import { insertTarget, readSettings, writeSettings, type Layout } from './layout.js'
+import { migrate } from './migrations.js'
+import { partRow, SeqClock } from './parts.js'
+import { chCountSql, chSelectSql } from './calls-sql.js'
+import { ChParams } from './query/params.js'
+
+export interface ClickHouseCallsOptions extends Layout {
+  /**
+   * Settings for every insert: what ClickHouse must have done before a write is acknowledged
+   * (`insert_quorum`, `async_insert` with `wait_for_async_insert`; see executor.ts Settings).
+   */
+  insertSettings?: Settings
+}
+
+/**
+ * Calls on ClickHouse: parts are inserted into call_parts (a materialized view folds them into
+ * calls_merged and their usage into call_usage), and reads merge calls_merged's rows per call. The
+ * same parts in, the same calls out (toCall) as the embedded store (calls/store.ts).
+ */
+export class ClickHouseCalls {
+  private readonly clock = new SeqClock()
+  private readonly reads: Settings
+  private readonly writes: Settings
+
+  private constructor(
+    readonly exec: Executor,
+    private readonly opts: ClickHouseCallsOptions,
+  ) {
+    this.reads = readSettings(opts)
+    this.writes = { ...writeSettings(opts), ...opts.insertSettings }
+  }
+
+  /** Applies any pending migrations, then serves. */
+  static async open(exec: Executor, opts: ClickHouseCallsOptions): Promise<ClickHouseCalls> {
+    await migrate(exec, opts)
+    return new ClickHouseCalls(exec, opts)
+  }
+
+  /** Resolves once ClickHouse has acknowledged the parts (under the insert settings). Later parts win. */
+  async ingest(parts: CallPart[]): Promise<void> {
+    if (parts.length === 0) return
+    const rows = parts.map((p) => partRow(p, this.clock.next()))
+    await this.exec.insert(insertTarget(this.opts, 'call_parts'), rows, this.writes)
+  }
+
+  async query(project: string, opts: QueryOptions): Promise<CallRecord[]> {
+    const params = new ChParams()
+    const sql = chSelectSql(this.opts, project, opts, params)
+    return (await this.exec.query(sql, params.values, this.reads)).map(toCall)
+  }
+
+  /** The same as query, a batch at a time as the consumer pulls (see Executor.stream). */
+  async *stream(project: string, opts: QueryOptions): AsyncGenerator<CallRecord[]> {
+    const params = new ChParams()
+    const sql = chSelectSql(this.opts, project, opts, params)
+    for await (const rows of this.exec.stream(sql, params.values, this.reads)) yield rows.map(toCall)
+  }
+
+  async count(project: string, opts: QueryOptions): Promise<number> {
+    const params = new ChParams()
+    const [r] = await this.exec.query(chCountSql(this.opts, project, opts, params), params.values, this.reads)
+    return Number(r!.n)
+  }
+
+  /** A call by id, merged; null when unknown or deleted. */
+  async read(project: string, id: string): Promise<CallRecord | null> {
+    const [call] = await this.query(project, { filter: { call_ids: [id] }, limit: 1 })
+    return call ?? null
+  }
+}

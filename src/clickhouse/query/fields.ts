@@ -1,0 +1,60 @@
+import { DomainError } from '../../core/errors.js'
+import { checkFieldName, splitPath, type Compiled, type SqlType } from '../../query/compiled.js'
+import { CALL_COLUMNS } from '../../query/expr.js'
+import type { ChParams } from './params.js'
+
+/**
+ * Call fields as ClickHouse SQL over the merged call `m` (calls-sql.ts): the same names, types and
+ * reading rules as the embedded store's (query/fields.ts), in ClickHouse's functions.
+ */
+
+/** Derived at read time from the merged call, as the embedded store derives them. */
+export const CH_DERIVED: Record<string, { sql: string; type: SqlType }> = {
+  'summary.weave.status': {
+    sql: `multiIf(m.exception IS NOT NULL, 'error', m.ended_at IS NULL, 'running',
+      coalesce(toInt64OrNull(JSONExtractRaw(coalesce(m.summary, ''), 'status_counts', 'error')), 0) > 0, 'descendant_error', 'success')`,
+    type: 'string',
+  },
+  'summary.weave.latency_ms': { sql: '(toUnixTimestamp64Milli(m.ended_at) - toUnixTimestamp64Milli(m.started_at))', type: 'number' },
+  'summary.weave.trace_name': {
+    sql: `coalesce(nullIf(m.display_name, ''), nullIf(extract(m.op_name, '/([^/:]*):'), ''), m.op_name)`,
+    type: 'string',
+  },
+}
+
+/** Columns stored absent that compare as '' (and `$eq null` checks for ''), as Weave's newer call table. */
+const SENTINEL_TEXT = new Set(
+  ['parent_id', 'display_name', 'exception', 'thread_id', 'turn_id'].concat(['user_id', 'run_id'].flatMap((c) => [`svc_${c}`, `wb_${c}`])),
+)
+
+const JSON_ROOTS: Record<string, string> = { inputs: 'm.inputs', output: 'm.output', attributes: 'm.attributes', summary: 'm.summary' }
+
+/**
+ * A path into a JSON column: `JSONExtractRaw` with each key bound (an array index as a 1-based
+ * Int64, which is how ClickHouse's JSON functions count). A string reads as its characters, a number
+ * or boolean as its text, an object or array as its JSON text, and a missing key or JSON null as ''.
+ */
+export function chJsonField(column: string, segs: string[], params: ChParams): Compiled {
+  const keys = segs.map((s) => (/^(0|[1-9]\d{0,8})$/.test(s) ? params.add(Number(s) + 1, 'Int64') : params.add(s, 'String')))
+  const args = [`coalesce(${column}, '')`, ...keys].join(', ')
+  const r = `JSONExtractRaw(${args})`
+  const text = `multiIf(${r} IN ('', 'null'), '', startsWith(${r}, '"'), JSONExtractString(${args}), ${r})`
+  return { sql: text, raw: `if(${r} IN ('', 'null'), NULL, ${text})`, type: 'string', json: { column: args, path: '' } }
+}
+
+/** A call field (`$getField`, sort keys) as ClickHouse SQL over the merged call `m`. */
+export function chCallField(field: string, params: ChParams): Compiled {
+  checkFieldName(field)
+  const col = CALL_COLUMNS[field] ?? CH_DERIVED[field]
+  if (col && SENTINEL_TEXT.has(field)) return { sql: `coalesce(${col.sql}, '')`, raw: col.sql, type: 'string', nullAs: `''` }
+  if (col) return { sql: col.sql, type: col.type }
+  if (field.startsWith('feedback.'))
+    throw new DomainError(400, `Feedback fields are not supported on the ClickHouse backend yet: ${JSON.stringify(field)}`)
+  const dot = field.indexOf('.')
+  const root = dot < 0 ? field : field.slice(0, dot)
+  const column = JSON_ROOTS[root]
+  if (!column) throw new DomainError(403, `Invalid field: ${JSON.stringify(field)} is not a field calls can be filtered or sorted on`)
+  const segs = dot < 0 ? [] : splitPath(field.slice(dot + 1))
+  if (segs.some((s) => s.length === 0)) throw new DomainError(403, `Invalid field: ${JSON.stringify(field)} has an empty path segment`)
+  return chJsonField(column, segs, params)
+}

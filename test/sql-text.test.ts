@@ -1,0 +1,199 @@
+import t from 'tap'
+import path from 'node:path'
+import { ROOT } from './helpers/server.js'
+import { codeOf, rootOf, scanFile, sourceFiles, type Interpolation } from './helpers/sql-scan.js'
+
+/**
+ * No SQL text from user strings. Every interpolation into SQL-looking text in src/ is either known constant
+ * (placeholders from `params.add`, `$${n}`, numbers, UPPER_CASE constants, local literal consts, lines marked
+ * `// sql: <reason>`), or one of the reviewed SQL-fragment names below: a name whose every value was read and
+ * found to be SQL the code composes from constants, identifiers it chose and bind placeholders. A new
+ * interpolation with another name fails this test: bind the value as a parameter, or review it and add it here
+ * (or mark the line `// sql: <why it is constant>`).
+ */
+
+interface Reviewed {
+  names: string[]
+  why: string
+}
+
+const FRAGMENTS = 'SQL fragments composed by the same file’s helpers from constants and `params.add` placeholders'
+
+const REVIEWED: Record<string, Reviewed> = {
+  'src/calls/model.ts': { names: ['c'], why: 'column names of the fixed CALL_COLUMNS list' },
+  'src/calls/read/expand.ts': { names: ['rel', 'values'], why: `${FRAGMENTS}; JSON paths are bound (params.add(jsonPath(...)))` },
+  'src/calls/read/filter.ts': {
+    names: ['column', 'l', 'rangeOf'],
+    why: 'column: a literal passed by each caller; l: a placeholder; rangeOf: placeholders',
+  },
+  'src/calls/read/merged.ts': {
+    names: ['c', 'columns', 'inner', 'lists', 'merged', 'n', 'p', 'where'],
+    why: `${FRAGMENTS}; column names from the fixed column lists`,
+  },
+  'src/calls/read/order.ts': {
+    names: ['keys', 'l', 'matching', 'order', 'p', 'select'],
+    why: `${FRAGMENTS}; sort fields resolve to known columns or bound JSON paths`,
+  },
+  'src/calls/read/statements.ts': { names: ['l', 'limit', 'matching', 'merged', 'p', 'roots'], why: FRAGMENTS },
+  'src/calls/storage/compact.ts': {
+    names: ['FOLDED', 'files', 'range', 'tmp'],
+    why: 'segment file paths: names the store generates (checkName), under the data dir; range: placeholders',
+  },
+  'src/calls/storage/flush.ts': { names: ['gens', 'tmp'], why: 'WAL generation numbers and a generated segment path' },
+  'src/calls/storage/parquet.ts': { names: ['file', 'files'], why: 'segment file paths the store generates (checkName)' },
+  'src/catalog/feedback.ts': {
+    names: ['cols', 'select', 'types', 'where', 'order'],
+    why: 'feedback columns from a fixed set (payload / runnable_ref / trigger_ref); payload paths and types are bound',
+  },
+  'src/catalog/objects.ts': {
+    names: ['keys', 'marks', 'select', 'what', 'where'],
+    why: 'fixed column expressions and `$n` placeholder lists; sort keys from an allowlist of columns',
+  },
+  'src/catalog/table-chunks.ts': { names: ['cond', 'splitList', 'strList'], why: 'strList/splitList: from_json($n) placeholders' },
+  'src/catalog/table-order.ts': { names: ['orderBy', 'keys'], why: 'row paths are bound as JSON paths; direction from asc|desc' },
+  'src/catalog/tables.ts': { names: ['orderBy', 'strList'], why: 'as table-order.ts and table-chunks.ts' },
+  'src/clickhouse/calls-sql.ts': {
+    names: ['chMatching', 'chOrderBy', 'cond', 'inner', 'fields', 'keys', 'limit', 'matching', 'mergedSql', 'p', 'table', 'where'],
+    why: `${FRAGMENTS} (ClickHouse query parameters)`,
+  },
+  'src/clickhouse/migrations.ts': {
+    names: ['engine', 'ident', 'onCluster', 'table'],
+    why: 'DDL: names from configuration, quoted by ident()',
+  },
+  'src/clickhouse/schema.ts': {
+    names: ['engine', 'fields', 'ident', 'localTable', 'onCluster', 't.columns', 't.orderBy', 't.settings', 't.shardBy', 'table', 'usage'],
+    why: 'DDL from the fixed table definitions; configured names quoted by ident()',
+  },
+  'src/query/expand-fields.ts': { names: ['list', 'refSql'], why: 'from_json over placeholders' },
+  'src/query/feedback-fields.ts': { names: ['list'], why: 'from_json over placeholders' },
+  'src/stats/dims.ts': { names: ['col'], why: "'user_id' | 'run_id'" },
+  'src/stats/rollups.ts': {
+    names: [
+      'TABLES',
+      'TOKEN_NAMES',
+      'USAGE_FIELDS',
+      'binSql',
+      'bound',
+      'cols',
+      'cond',
+      'contribution',
+      'dims',
+      'extreme',
+      'file',
+      'from',
+      'group',
+      'ids',
+      'live',
+      'mc',
+      'mergedOf',
+      'next',
+      'project',
+      'rows',
+      's',
+      'select',
+      'sign',
+      'source.mergedSql',
+      'sums',
+      't',
+      'tableName',
+      'timeDim',
+      'to',
+      'tokens',
+      'touched',
+      'usageRows',
+      'x',
+    ],
+    why: `${FRAGMENTS}; project is a placeholder ($n) passed by stats/sql.ts; x/to are sequence numbers; the rollup file path is quoted`,
+  },
+  'src/stats/sql.ts': {
+    names: [
+      'TOKEN_NAMES',
+      'USAGE_METRICS',
+      'aggs',
+      'any',
+      'b',
+      'binSql',
+      'branches',
+      'cases',
+      'col',
+      'cols',
+      'conds',
+      'ctes',
+      'fresh',
+      'i',
+      'inWindow',
+      'p',
+      'parts',
+      'pcts',
+      'pieceRowsSql',
+      'ranges',
+      'rel',
+      'sb',
+      'shaped',
+      'sourceSql',
+      't',
+      'tableName',
+      'time',
+      'where',
+    ],
+    why: `${FRAGMENTS}; metric and aggregation names come from schema enums`,
+  },
+  'src/stats/usage.ts': {
+    names: ['calls', 'fields', 'id', 'rangeOf', 'rel', 'this.rollups.usageCalls', 'wanted'],
+    why: `${FRAGMENTS}; token field names from a fixed list`,
+  },
+}
+
+/** Names that, whatever a file's review says, are request values and never SQL. */
+const NEVER = /\b(ctx|req|body|request|headers|query)\.|\.(project_id|digest|object_id|op_name|display_name|weave_ref|payload)\b/
+
+t.test('SQL text is built only from constants, placeholders and reviewed fragments', async (t) => {
+  const all: Interpolation[] = sourceFiles(path.join(ROOT, 'src')).flatMap((f) => scanFile(f, ROOT))
+  t.ok(all.length > 50, `${all.length} interpolations into SQL text found (the scanner sees them)`)
+  const unreviewed = all.filter((h) => !REVIEWED[h.file]?.names.includes(rootOf(h.expr)))
+  t.same(
+    unreviewed.map((h) => `${h.file}:${h.line} \${${h.expr.slice(0, 100)}}`),
+    [],
+    'every interpolation is reviewed (bind it, or add it to REVIEWED with a reason, or mark it `// sql: <reason>`)',
+  )
+  const values = all.filter((h) => NEVER.test(codeOf(h.expr)))
+  t.same(
+    values.map((h) => `${h.file}:${h.line} \${${h.expr.slice(0, 100)}}`),
+    [],
+    'no request value is interpolated',
+  )
+  const used = new Set(all.map((h) => `${h.file} ${rootOf(h.expr)}`))
+  const stale = Object.entries(REVIEWED).flatMap(([f, r]) => r.names.filter((n) => !used.has(`${f} ${n}`)).map((n) => `${f} ${n}`))
+  if (stale.length) t.comment(`reviewed names no longer interpolated (may be removed): ${stale.join(', ')}`)
+})
+
+t.test('the scanner catches a value interpolated into SQL', async (t) => {
+  const fs = await import('node:fs/promises')
+  const os = await import('node:os')
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'weft-sqlscan-'))
+  const file = path.join(dir, 'bad.ts')
+  await fs.writeFile(
+    file,
+    [
+      "const LIMIT = 'LIMIT 10'",
+      'export async function q(db: any, params: any, project: string, n: number) {',
+      '  await db.all(`SELECT * FROM t WHERE project_id = ${params.add(project)} ${LIMIT}`)',
+      '  await db.all(`SELECT * FROM t WHERE x = $${n}`)',
+      "  await db.all(`SELECT * FROM t WHERE project_id = '${project}'`)",
+      "  await db.all('SELECT * FROM t WHERE p = ' + project)",
+      '  // sql: n is a number',
+      '  await db.all(`SELECT * FROM t LIMIT ${n}`)',
+      '}',
+    ].join('\n'),
+  )
+  const found = scanFile(file, dir)
+  await fs.rm(dir, { recursive: true, force: true })
+  t.same(
+    found.map((h) => [h.line, h.expr]),
+    [
+      [5, 'project'],
+      [6, 'project'],
+    ],
+    'the two values are found; placeholders, constants and marked lines are not',
+  )
+})
