@@ -7,19 +7,28 @@
  *   (ClickHouse: npm --prefix bench/peer-deps install; skipped when absent)
  *
  * Per size: scripts/gen-calls writes 30 days of calls (20 ops, 5 models, traces of 100, 1% errors),
- * the store compacts them, the server starts and builds its rollups (timed), then per request the
- * runs alternate between weft and the peers. Writes bench/results/stats-<stamp>.json and .svg.
+ * the store compacts them, the server starts and builds its rollups (timed), then per request weft's
+ * answer is checked against each peer's (stats-check.ts) and the runs alternate between weft and the
+ * peers. After the server stops, the same process opens the store to time weft's scan path for the
+ * stats requests (`weft_scan`: what answers without rollups, in process) and a full rollup build.
+ * Writes bench/results/stats-<stamp>.json and .svg.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api'
+import { Catalog } from '../src/catalog/db.js'
+import { Prices, defaultPrices } from '../src/catalog/prices.js'
 import { CallStore } from '../src/calls/store.js'
+import type { CallStatsReq } from '../src/schemas/calls.js'
+import { CallStats } from '../src/stats/engine.js'
+import { Rollups } from '../src/stats/rollups.js'
 import { parseFlags } from '../src/core/config.js'
 import { ROOT_DIR, VERSION } from '../src/core/version.js'
 import { genCalls } from '../scripts/gen-calls.js'
 import { sizeChart } from './chart.js'
+import { compareBucketed, compareUsage100, peerBucketed, weftBucketed } from './stats-check.js'
 import { spread, startWeft, type Spread } from './util.js'
 
 const { flags } = parseFlags(process.argv.slice(2))
@@ -182,6 +191,8 @@ async function main(): Promise<void> {
     const rollupS = (performance.now() - rollupStart) / 1000
     process.stdout.write(`  rollups ready ${rollupS.toFixed(1)} s after start${rollupsFound ? ' (found from an earlier run)' : ''}\n`)
 
+    // Every side's range ends on a whole second: ClickHouse's bounds are written to the second, and the answers are compared.
+    const end = Math.floor(now / 1000) * 1000
     const db = await DuckDBInstance.create(':memory:')
     const conn: DuckDBConnection = await db.connect()
     const dq = duckSql(files)
@@ -197,17 +208,17 @@ async function main(): Promise<void> {
 
     const cases: Record<Req, { weft: () => Promise<unknown>; duckdb: () => Promise<unknown>; clickhouse?: () => unknown }> = {
       stats_30d: {
-        weft: () => post('/calls/stats', statsBody(now - 30 * DAY, now)),
+        weft: () => post('/calls/stats', statsBody(end - 30 * DAY, end)),
         duckdb: async () => {
-          const p = [PROJECT, tsv(now - 30 * DAY), tsv(now)]
+          const p = [PROJECT, tsv(end - 30 * DAY), tsv(end)]
           await conn.runAndReadAll(dq.usage(86400), p)
           await conn.runAndReadAll(dq.calls(86400), p)
         },
         clickhouse: ch
           ? () => {
               const [lo, hi] = [
-                new Date(now - 30 * DAY).toISOString().slice(0, 19).replace('T', ' '),
-                new Date(now).toISOString().slice(0, 19).replace('T', ' '),
+                new Date(end - 30 * DAY).toISOString().slice(0, 19).replace('T', ' '),
+                new Date(end).toISOString().slice(0, 19).replace('T', ' '),
               ]
               ch!.query(chSql.usage(86400, lo, hi))
               ch!.query(chSql.calls(86400, lo, hi))
@@ -215,17 +226,17 @@ async function main(): Promise<void> {
           : undefined,
       },
       stats_24h: {
-        weft: () => post('/calls/stats', statsBody(now - DAY, now)),
+        weft: () => post('/calls/stats', statsBody(end - DAY, end)),
         duckdb: async () => {
-          const p = [PROJECT, tsv(now - DAY), tsv(now)]
+          const p = [PROJECT, tsv(end - DAY), tsv(end)]
           await conn.runAndReadAll(dq.usage(21600), p)
           await conn.runAndReadAll(dq.calls(21600), p)
         },
         clickhouse: ch
           ? () => {
               const [lo, hi] = [
-                new Date(now - DAY).toISOString().slice(0, 19).replace('T', ' '),
-                new Date(now).toISOString().slice(0, 19).replace('T', ' '),
+                new Date(end - DAY).toISOString().slice(0, 19).replace('T', ' '),
+                new Date(end).toISOString().slice(0, 19).replace('T', ' '),
               ]
               ch!.query(chSql.usage(21600, lo, hi))
               ch!.query(chSql.calls(21600, lo, hi))
@@ -254,6 +265,14 @@ async function main(): Promise<void> {
       rollups_found: rollupsFound,
       clickhouse_load_s: chLoadS,
     }
+    const checks = await checkAnswers(post, conn, dq, ch, end, rootIds)
+    sizeResult.checks = checks
+    for (const [name, byPeer] of Object.entries(checks))
+      process.stdout.write(
+        `  check ${name}: ${Object.entries(byPeer)
+          .map(([peer, bad]) => `${peer} ${bad.length ? `${bad.length} differences, e.g. ${bad.slice(0, 3).join('; ')}` : 'equal'}`)
+          .join(', ')}\n`,
+      )
     for (const [name, c] of Object.entries(cases) as [Req, (typeof cases)[Req]][]) {
       const times: Record<string, number[]> = { weft: [], duckdb: [] }
       if (c.clickhouse) times.clickhouse = []
@@ -298,6 +317,15 @@ async function main(): Promise<void> {
     conn.closeSync()
     db.closeSync()
     await server.stop()
+    Object.assign(sizeResult, await inProcess(dir, end))
+    for (const name of ['stats_30d', 'stats_24h'] as const) {
+      const r = sizeResult[name] as { ms: Record<string, Spread> }
+      r.ms.weft_scan = (sizeResult.weft_scan as Record<string, Spread>)[name]!
+      process.stdout.write(
+        `  ${name} weft scan path (in process): ${r.ms.weft_scan.min}/${r.ms.weft_scan.median}/${r.ms.weft_scan.max} ms\n`,
+      )
+    }
+    process.stdout.write(`  rollups full build (in process): ${sizeResult.rollups_build_s} s\n`)
     ch?.cleanup?.()
     if (!keepDir) rmSync(dir, { recursive: true, force: true })
     rmSync(chDir, { recursive: true, force: true })
@@ -341,6 +369,88 @@ async function main(): Promise<void> {
     ),
   )
   process.stdout.write(`wrote ${base}.json and .svg\n`)
+}
+
+type Post = (p: string, body: unknown) => Promise<{ json: Record<string, unknown>; path: string | null }>
+
+/** Each request's answer from weft against each peer's (see stats-check.ts): the differences found, by request and peer. */
+async function checkAnswers(
+  post: Post,
+  conn: DuckDBConnection,
+  dq: ReturnType<typeof duckSql>,
+  ch: { query(sql: string): string } | null,
+  end: number,
+  rootIds: string[],
+): Promise<Record<string, Record<string, string[]>>> {
+  const { listValue, timestampValue } = await import('@duckdb/node-api')
+  const tsv = (ms: number) => timestampValue(BigInt(ms) * 1000n)
+  const duck = async (sql: string, p: unknown[]) => (await conn.runAndReadAll(sql, p as never)).getRowsJS() as unknown[][]
+  const chRows = (sql: string) =>
+    ch!
+      .query(sql.replace('FORMAT Null', 'FORMAT JSONCompactEachRow'))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as unknown[])
+  const chTime = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ')
+  const out: Record<string, Record<string, string[]>> = {}
+  for (const [name, days, g] of [
+    ['stats_30d', 30, 86400],
+    ['stats_24h', 1, 21600],
+  ] as const) {
+    const start = end - days * DAY
+    const weft = weftBucketed((await post('/calls/stats', statsBody(start, end))).json, g)
+    const p = [PROJECT, tsv(start), tsv(end)]
+    out[name] = { duckdb: compareBucketed(weft, peerBucketed(await duck(dq.calls(g), p), await duck(dq.usage(g), p))) }
+    if (ch) {
+      // ClickHouse's quantiles sample: its percentiles are left out of the comparison.
+      const calls = chRows(chSql.calls(g, chTime(start), chTime(end))).map((r) => r.slice(0, 3))
+      out[name]!.clickhouse = compareBucketed(
+        { ...weft, calls: new Map([...weft.calls].map(([b, c]) => [b, { n: c.n, e: c.e }])) },
+        peerBucketed(calls, chRows(chSql.usage(g, chTime(start), chTime(end)))),
+      )
+    }
+  }
+  const count = Number((await post('/calls/query_stats', { project_id: PROJECT, filter: { op_names: [OP] } })).json.count)
+  const want = Number((await duck(dq.count, [PROJECT, OP]))[0]![0])
+  out.count_op = { duckdb: count === want ? [] : [`count ${count} vs ${want}`] }
+  if (ch) {
+    const chCount = Number(chRows(chSql.count)[0]![0])
+    out.count_op.clickhouse = count === chCount ? [] : [`count ${count} vs ${chCount}`]
+  }
+  const usage = (await post('/calls/usage', { project_id: PROJECT, call_ids: rootIds })).json
+  out.usage_100_roots = { duckdb: compareUsage100(usage, await duck(dq.usage100, [PROJECT, listValue(rootIds)])) }
+  if (ch) out.usage_100_roots.clickhouse = compareUsage100(usage, chRows(chSql.usage100(rootIds)))
+  return out
+}
+
+/**
+ * With the server stopped, in this process over the same store: weft's scan path for the stats requests
+ * (the engine without rollups, as before they are built; no HTTP), then a full rollup build, timed.
+ */
+async function inProcess(dir: string, end: number): Promise<{ weft_scan: Record<string, Spread>; rollups_build_s: number }> {
+  const store = await CallStore.open(dir, { flushIntervalMs: 0 })
+  const catalog = await Catalog.open(dir)
+  const scan = new CallStats(store, null, new Prices(catalog, defaultPrices('')))
+  const weftScan: Record<string, Spread> = {}
+  for (const [name, days] of [
+    ['stats_30d', 30],
+    ['stats_24h', 1],
+  ] as const) {
+    const body = statsBody(end - days * DAY, end) as CallStatsReq
+    const first = await scan.run(body, end)
+    if (first.path !== 'scan') throw new Error(`${name}: the engine without rollups answered by ${first.path}`)
+    const times: number[] = []
+    for (let r = 0; r < runs; r++) times.push(Math.round((await timed(() => scan.run(body, end))).ms * 10) / 10)
+    weftScan[name] = spread(times)
+  }
+  const rollups = new Rollups(store)
+  await rollups.start()
+  await store.exclusive(async () => {})
+  const build = await timed(() => store.exclusive(() => rollups.rebuild()))
+  await store.exclusive(() => rollups.close())
+  await store.close()
+  await catalog.close()
+  return { weft_scan: weftScan, rollups_build_s: Math.round(build.ms / 100) / 10 }
 }
 
 await main()

@@ -4,6 +4,9 @@
 Reads a Hugging Face model directory (config.json, model.safetensors in f32) and a JSON request on
 stdin: {"tokens": [...], "generate": N}. Prints JSON: the logits of every prompt position (float32
 values as lists) and N greedily generated token ids (each step recomputed from scratch, no cache).
+With {"tokens": [...], "beam": {"width": W, "max_tokens": M, "length_penalty": L, "eos": [...],
+"ignore_eos": false, "stop_token_ids": [...]}} it prints {"beams": [{"tokens", "cum_logprob", "finish"}...]} instead: beam
+search as vLLM defines it, written here from that definition (see beam_search below).
 It shares no code with weft's TF.js model: it is written from the architecture's definition.
 """
 import json
@@ -125,12 +128,58 @@ def forward(cfg, w, tokens):
     return x @ (head if head is not None else w["model.embed_tokens.weight"]).T
 
 
+def log_softmax(x):
+    m = x.max()
+    return x - (m + math.log(np.exp(x - m).sum()))
+
+
+def beam_search(cfg, w, prompt, width, max_tokens, length_penalty, eos, ignore_eos, stop_ids):
+    """vLLM's beam search: each live beam extended by its 2*width most likely tokens; a candidate
+    ending in EOS is set aside (EOS not kept; a stop token id is kept and counted), the `width` best of the rest live on; after
+    max_tokens steps finished and live beams are ranked together. Score: cumulative logprob over
+    (prompt + generated tokens) ** length_penalty."""
+    P = len(prompt)
+
+    def score(b):
+        return b["cum_logprob"] / (P + len(b["tokens"])) ** length_penalty
+
+    live = [{"tokens": [], "cum_logprob": 0.0}]
+    done = []
+    for _ in range(max_tokens):
+        cands = []
+        for b in live:
+            lp = log_softmax(forward(cfg, w, prompt + b["tokens"])[-1])
+            top = np.argsort(-lp, kind="stable")[: 2 * width]
+            for t in top:
+                t = int(t)
+                nb = {"tokens": b["tokens"] + [t], "cum_logprob": b["cum_logprob"] + float(lp[t])}
+                if t in eos and not ignore_eos:
+                    done.append({"tokens": b["tokens"], "cum_logprob": nb["cum_logprob"], "finish": "stop", "eos": t})
+                else:
+                    if t in stop_ids:
+                        done.append({**nb, "finish": "stop"})
+                    else:
+                        cands.append(nb)
+        live = sorted(cands, key=score, reverse=True)[:width]
+    for b in live:
+        b["finish"] = "length"
+    return sorted(done + live, key=score, reverse=True)[:width]
+
+
 def main():
     model_dir = sys.argv[1]
     req = json.load(sys.stdin)
     cfg = json.load(open(f"{model_dir}/config.json"))
     w = load_safetensors(f"{model_dir}/model.safetensors")
     tokens = list(req["tokens"])
+    if "beam" in req:
+        b = req["beam"]
+        beams = beam_search(
+            cfg, w, tokens, b["width"], b["max_tokens"], b.get("length_penalty", 1.0), set(b["eos"]), b.get("ignore_eos", False),
+            set(b.get("stop_token_ids", [])),
+        )
+        json.dump({"beams": beams}, sys.stdout)
+        return
     logits = forward(cfg, w, tokens)
     out = {"logits": logits.astype(np.float32).tolist(), "generated": []}
     for _ in range(req.get("generate", 0)):

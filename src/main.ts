@@ -15,7 +15,7 @@ const USAGE = `weft ${VERSION}
 
 Usage:
   weft serve [--host H] [--port P] [--data-dir D] [--api-key K] [--max-body-bytes N] [--max-file-bytes N]
-             [--cors-origins a,b] [--trusted-proxies ip,ip] [--geo-deny CC,CC]
+             [--cors-origins a,b] [--trusted-proxies ip,ip] [--geo-deny CC,CC] [--geo-preload true|false]
              [--log-level L] [--access-log true|false] [--shutdown-grace-ms N]
              [--calls-flush-rows N] [--calls-flush-interval-ms N] [--query-timeout-ms N] [--max-query-rows N]
              [--ingest-workers N] [--ingest-queue N] [--prices 'model=prompt,completion;…']
@@ -23,6 +23,8 @@ Usage:
              [--max-num-seqs N] [--kv-cache-tokens N] [--no-enable-prefix-caching] [--max-waiting-requests N] [--prefill-chunk N]
              [--inference-backend auto|tensorflow|wasm|cpu] [--model-replicas N]
              [--tool-call-parser hermes|llama3_json] [--reasoning-parser deepseek_r1|qwen3]
+             [--storage embedded|clickhouse|chdb] [--clickhouse-url URL] [--clickhouse-database DB]
+             [--clickhouse-cluster NAME] [--chdb-path DIR]
   weft keys create --user USER [--name NAME] [--entities e1,e2] [--admin] [--data-dir D]
   weft keys list [--data-dir D]
   weft keys revoke KEY_ID [--data-dir D]
@@ -44,7 +46,8 @@ WEFT_LOG_LEVEL, WEFT_ACCESS_LOG, WEFT_SHUTDOWN_GRACE_MS, WEFT_CALLS_FLUSH_ROWS,
 WEFT_CALLS_FLUSH_INTERVAL_MS, WEFT_QUERY_TIMEOUT_MS, WEFT_MAX_QUERY_ROWS, WEFT_INGEST_WORKERS,
 WEFT_INGEST_QUEUE, WEFT_PRICES, WEFT_MODEL, WEFT_SERVED_MODEL_NAME, WEFT_SCHEDULING_POLICY, WEFT_MAX_NUM_SEQS,
 WEFT_KV_CACHE_TOKENS, WEFT_MAX_WAITING_REQUESTS, WEFT_PREFILL_CHUNK, WEFT_INFERENCE_BACKEND,
-WEFT_MODEL_REPLICAS, WEFT_TOOL_CALL_PARSER, WEFT_REASONING_PARSER. Flags win over the environment; the README's configuration table has every default.
+WEFT_MODEL_REPLICAS, WEFT_TOOL_CALL_PARSER, WEFT_REASONING_PARSER, WEFT_STORAGE (embedded), WEFT_CLICKHOUSE_URL
+(http://127.0.0.1:8123), WEFT_CLICKHOUSE_DATABASE (weft), WEFT_CLICKHOUSE_CLUSTER, WEFT_CHDB_PATH (<data dir>/chdb). Flags win over the environment; the README's configuration table has every default.
 
 The first start (with no WEFT_API_KEY) creates an admin key, prints it once and keeps it in
 <data dir>/admin-key, readable only by its owner: KEY=$(cat data/admin-key). 'weft keys create' makes more.

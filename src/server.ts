@@ -35,6 +35,9 @@ import { chatRoutes } from './api/chat/routes.js'
 import type { CompletionRecorder } from './api/chat/record.js'
 import { ModelPool } from './inference/client.js'
 import { makeTinyModel } from './fixtures/tiny-model.js'
+import type { ClickHouseCallBackend } from './clickhouse/backend.js'
+import type { StorageInfo } from './schemas/meta.js'
+import { clickHouseRoutes, openClickHouse, storageInfo } from './storage.js'
 
 export interface RunningServer {
   url: string
@@ -42,7 +45,8 @@ export interface RunningServer {
   app: App
   keys: KeyStore
   catalog: Catalog
-  calls: CallStore
+  /** The embedded calls store; absent with `--storage clickhouse|chdb`. */
+  calls?: CallStore
   /** Set when this start created the first admin key: the only time the key is ever shown. */
   createdAdminKey?: string
   /** Where this start kept the key it created (`<data dir>/admin-key`, mode 0600); unset when it created none. */
@@ -60,22 +64,30 @@ export interface StartOptions {
 interface Parts {
   catalog: Catalog
   keys?: KeyStore
+  /** Calls in the embedded store (`--storage embedded`)… */
   calls?: CallStore
+  /** …or in ClickHouse (`--storage clickhouse|chdb`): exactly one is set. */
+  clickhouse?: ClickHouseCallBackend
   ingest?: IngestPool
   models: ModelPool[]
 }
-type Opened = Required<Parts>
+type Opened = Required<Pick<Parts, 'catalog' | 'keys' | 'ingest' | 'models'>> & Pick<Parts, 'calls' | 'clickhouse'>
 
 async function openStores(config: Config, log: Logger, parts: Parts): Promise<Opened> {
   const keys = (parts.keys = await KeyStore.load(parts.catalog))
-  const calls = (parts.calls = await CallStore.open(config.dataDir, {
-    flushRows: config.callsFlushRows,
-    flushIntervalMs: config.callsFlushIntervalMs,
-    queryTimeoutMs: config.queryTimeoutMs,
-  }))
-  log.info(calls.recovered, 'calls write-ahead log replayed')
+  if (config.storage.kind === 'embedded') {
+    const calls = (parts.calls = await CallStore.open(config.dataDir, {
+      flushRows: config.callsFlushRows,
+      flushIntervalMs: config.callsFlushIntervalMs,
+      queryTimeoutMs: config.queryTimeoutMs,
+    }))
+    log.info(calls.recovered, 'calls write-ahead log replayed')
+  } else {
+    parts.clickhouse = await openClickHouse(config)
+    log.info({ storage: config.storage.kind, database: config.storage.clickhouseDatabase }, 'calls in ClickHouse')
+  }
   const ingest = (parts.ingest = new IngestPool({ threads: config.ingestWorkers || undefined, maxQueue: config.ingestQueue }))
-  return { ...parts, keys, calls, ingest }
+  return { ...parts, keys, ingest }
 }
 
 /** WEFT_API_KEY as an admin key; without it, a first admin key when none exists, kept in `<data dir>/admin-key`. */
@@ -101,35 +113,65 @@ async function ensureAdminKey(
   return { createdAdminKey, adminKeyFile }
 }
 
-/** The range tables take a moment to parse; the server listens meanwhile and /geolocate waits. */
-function loadGeo(log: Logger): Promise<GeoIndex> {
-  const started = performance.now()
-  const geoPromise = loadGeoIndex()
-  geoPromise.then(
-    (g) => log.info({ ms: Math.round(performance.now() - started), ...g.stats }, 'geo index loaded'),
-    (err) => log.error({ err }, 'geo index failed to load'),
-  )
-  return geoPromise
+/**
+ * The range tables take a moment to parse: at start (the server listens meanwhile and /geolocate waits), or with
+ * --geo-preload false at the first /geolocate.
+ */
+function loadGeo(log: Logger, preload: boolean): () => Promise<GeoIndex> {
+  let geo: Promise<GeoIndex> | null = null
+  const load = () => {
+    if (geo) return geo
+    const started = performance.now()
+    geo = loadGeoIndex()
+    geo.then(
+      (g) => log.info({ ms: Math.round(performance.now() - started), ...g.stats }, 'geo index loaded'),
+      (err) => log.error({ err }, 'geo index failed to load'),
+    )
+    return geo
+  }
+  if (preload) void load()
+  return load
 }
 
 /** Completions are recorded as calls in the calls store, through the sink the chat routes take. */
-const callsRecorder = (calls: CallStore): CompletionRecorder => ({ record: (parts) => calls.ingest(parts) })
+const callsRecorder = (calls: Pick<CallStore, 'ingest'>): CompletionRecorder => ({ record: (parts) => calls.ingest(parts) })
 
-/** Every route, in the order the OpenAPI document lists them. */
-async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Promise<Analytics> {
-  const { catalog, keys, calls, ingest, models } = p
+/** Every route, in the order the OpenAPI document lists them; the analytics when calls are embedded. */
+async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Promise<Analytics | null> {
+  const { keys, calls, clickhouse, ingest, models } = p
+  const storage: StorageInfo = clickhouse ? await storageInfo(clickhouse) : { backend: 'embedded' }
   app.add(
     metaRoutes(
       () => app.routes,
       () => models.map((m) => m.info),
+      storage,
     ),
   )
-  const geo = loadGeo(log)
-  app.add(geolocateRoutes(() => geo, config.geoDenyList))
-  const analytics = await attachAnalytics(calls, catalog, config.prices)
+  app.add(geolocateRoutes(loadGeo(log, config.geoPreload), config.geoDenyList))
+  const analytics = calls ? await attachAnalytics(calls, p.catalog, config.prices) : null
   const inference = async () =>
     Object.fromEntries(await Promise.all(models.map(async (m) => [m.info.name, { backend: m.info.backend, ...(await m.stats()) }])))
-  app.add(adminRoutes({ keys, calls, ingest, inFlight: () => app.pending, rollups: analytics.rollups, inference }))
+  app.add(adminRoutes({ keys, calls, storage, ingest, inFlight: () => app.pending, rollups: analytics?.rollups, inference }))
+  if (calls && analytics) await addEmbeddedRoutes(app, config, p, calls, analytics)
+  else app.add(clickHouseRoutes(clickhouse!, ingest, config))
+  models.push(...(await startModels(config, log)))
+  if (models.length)
+    app.add(
+      chatRoutes({
+        models,
+        priorityScheduling: config.schedulingPolicy === 'priority',
+        recorder: callsRecorder((calls ?? clickhouse)!),
+        toolCallParser: config.toolCallParser,
+        reasoningParser: config.reasoningParser,
+      }),
+    )
+  app.add(specRoutes({ chat: models.length > 0 }))
+  return analytics
+}
+
+/** The calls-side routes on the embedded store and the DuckDB catalog. */
+async function addEmbeddedRoutes(app: App, config: Config, p: Opened, calls: CallStore, analytics: Analytics): Promise<void> {
+  const { catalog, ingest } = p
   app.add(
     callRoutes({
       store: calls,
@@ -150,19 +192,6 @@ async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Prom
   app.add(v2RunRoutes({ calls, objects: new ObjectStore(catalog), feedback: new FeedbackStore(catalog) }))
   app.add(feedbackRoutes(new FeedbackStore(catalog)))
   app.add(refRoutes(new RefResolver(new ObjectStore(catalog), new TableStore(catalog))))
-  models.push(...(await startModels(config, log)))
-  if (models.length)
-    app.add(
-      chatRoutes({
-        models,
-        priorityScheduling: config.schedulingPolicy === 'priority',
-        recorder: callsRecorder(calls),
-        toolCallParser: config.toolCallParser,
-        reasoningParser: config.reasoningParser,
-      }),
-    )
-  app.add(specRoutes({ chat: models.length > 0 }))
-  return analytics
 }
 
 /** Listens, and says where in `<data dir>/server.json` (read by `weft keys` to find a running server). */
@@ -181,7 +210,7 @@ async function shutdown(
   log: Logger,
   app: App,
   p: Opened,
-  analytics: Analytics,
+  analytics: Analytics | null,
   net: { listening: Listening; serverFile: string },
 ): Promise<void> {
   app.draining = true
@@ -191,9 +220,12 @@ async function shutdown(
   if (outcome === 'timeout') log.warn({ pending: app.pending }, 'shutdown grace period over; closing with requests in flight')
   await p.ingest.close()
   await Promise.all(p.models.map((m) => m.close()))
-  analytics.rollups.interrupt()
-  await p.calls.exclusive(async () => analytics.rollups.close())
-  await p.calls.close()
+  if (p.calls && analytics) {
+    analytics.rollups.interrupt()
+    await p.calls.exclusive(async () => analytics.rollups.close())
+    await p.calls.close()
+  }
+  await p.clickhouse?.close()
   await p.catalog.close()
   await fs.rm(net.serverFile, { force: true })
   log.info('weft stopped')
@@ -204,6 +236,7 @@ async function abandon(p: Parts): Promise<void> {
   await Promise.all(p.models.map((m) => m.close().catch(() => {})))
   await p.ingest?.close().catch(() => {})
   await p.calls?.close().catch(() => {})
+  await p.clickhouse?.close().catch(() => {})
   await p.catalog.close().catch(() => {})
 }
 

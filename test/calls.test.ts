@@ -292,7 +292,7 @@ t.test('empty id lists in a filter: as Weave, id lists filter nothing, thread an
   const ids = [hex(16), hex(16), hex(16)]
   for (const id of ids) t.equal((await post('/call/start', { start: { ...start(id), project_id: p, thread_id: 'th' } })).status, 200)
   const q = (filter: Record<string, unknown>) => streamQuery(s, { project_id: p, filter })
-  for (const key of ['call_ids', 'trace_ids', 'parent_ids', 'svc_user_ids', 'wb_run_ids'])
+  for (const key of ['call_ids', 'trace_ids', 'parent_ids', 'svc_user_ids', 'wb_run_ids', 'input_refs', 'output_refs'])
     t.equal((await q({ [key]: [] })).length, 3, `${key}: [] filters nothing`)
   for (const key of ['thread_ids', 'turn_ids']) t.equal((await q({ [key]: [] })).length, 0, `${key}: [] matches nothing`)
   const stats = await post('/calls/query_stats', { project_id: p, filter: { call_ids: [] } })

@@ -432,7 +432,9 @@ t.test('echo, continuous usage stats, truncation, documents and continue_final_m
   t.ok(docs.usage!.prompt_tokens > withDocs.count, 'documents reach the template')
 })
 
-t.test('bounded queue: past --max-waiting-requests a request is 429; priority scheduling takes priorities', async (t) => {
+// That waiting requests start in priority order is checked in chat-scheduling.test.ts; here, that the
+// bound holds with the priority policy on.
+t.test('bounded queue: past --max-waiting-requests a request is 429, also under priority scheduling', async (t) => {
   const small = await startServer({ args: ['--max-num-seqs', '1', '--max-waiting-requests', '1', '--scheduling-policy', 'priority'] })
   t.teardown(() => small.stop())
   const c = new OpenAI({ apiKey: small.key, baseURL: small.url + '/v1', maxRetries: 0 })

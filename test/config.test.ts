@@ -42,3 +42,12 @@ t.test('inference settings: repeatable --model, defaults, validation', async (t)
   fails({ 'inference-backend': 'gpu' }, /inference-backend must be one of/)
   fails({ 'max-num-seqs': '0' }, /max-num-seqs must be an integer/)
 })
+
+t.test('boolean switches: --geo-preload and --no-enable-prefix-caching', async (t) => {
+  t.equal(loadConfig({}, {}).geoPreload, true, 'geo ranges parsed at start by default')
+  t.equal(loadConfig({}, { WEFT_GEO_PRELOAD: 'false' }).geoPreload, false)
+  t.equal(loadConfig(parseFlags(['serve', '--geo-preload', 'false']).flags, { WEFT_GEO_PRELOAD: 'true' }).geoPreload, false, 'flag wins')
+  t.equal(loadConfig({}, {}).enablePrefixCaching, true, 'prefix caching on by default, as vLLM')
+  t.equal(loadConfig(parseFlags(['serve', '--no-enable-prefix-caching']).flags, {}).enablePrefixCaching, false, 'a bare flag turns it off')
+  t.throws(() => loadConfig({ 'geo-preload': 'maybe' }, {}), /geo-preload must be a boolean/)
+})

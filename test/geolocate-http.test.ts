@@ -3,7 +3,7 @@ import { startServer, type TestServer } from './helpers/server.js'
 
 let s: TestServer
 t.before(async () => {
-  s = await startServer({ env: { WEFT_TRUSTED_PROXIES: '127.0.0.1' } })
+  s = await startServer({ env: { WEFT_TRUSTED_PROXIES: '127.0.0.1', WEFT_GEO_PRELOAD: 'true' } })
 })
 t.teardown(() => s.stop())
 

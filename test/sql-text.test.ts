@@ -36,11 +36,17 @@ const REVIEWED: Record<string, Reviewed> = {
   },
   'src/calls/read/statements.ts': { names: ['l', 'limit', 'matching', 'merged', 'p', 'roots'], why: FRAGMENTS },
   'src/calls/storage/compact.ts': {
-    names: ['FOLDED', 'files', 'range', 'tmp'],
+    names: ['FOLDED', 'files', 'range', 'sqlPath'],
     why: 'segment file paths: names the store generates (checkName), under the data dir; range: placeholders',
   },
-  'src/calls/storage/flush.ts': { names: ['gens', 'tmp'], why: 'WAL generation numbers and a generated segment path' },
-  'src/calls/storage/parquet.ts': { names: ['file', 'files'], why: 'segment file paths the store generates (checkName)' },
+  'src/calls/storage/flush.ts': {
+    names: ['gens', 'sqlPath'],
+    why: 'WAL generation numbers and a generated segment path (quoted by sqlPath)',
+  },
+  'src/calls/storage/parquet.ts': {
+    names: ['sqlPath', 'files'],
+    why: 'segment file paths the store generates (checkName), quoted by sqlPath',
+  },
   'src/catalog/feedback.ts': {
     names: ['cols', 'select', 'types', 'where', 'order'],
     why: 'feedback columns from a fixed set (payload / runnable_ref / trigger_ref); payload paths and types are bound',
@@ -53,7 +59,23 @@ const REVIEWED: Record<string, Reviewed> = {
   'src/catalog/table-order.ts': { names: ['orderBy', 'keys'], why: 'row paths are bound as JSON paths; direction from asc|desc' },
   'src/catalog/tables.ts': { names: ['orderBy', 'strList'], why: 'as table-order.ts and table-chunks.ts' },
   'src/clickhouse/calls-sql.ts': {
-    names: ['chMatching', 'chOrderBy', 'cond', 'inner', 'fields', 'keys', 'limit', 'matching', 'mergedSql', 'p', 'table', 'where'],
+    names: [
+      'by',
+      'chMatching',
+      'chOrderBy',
+      'cond',
+      'inner',
+      'fields',
+      'keys',
+      'limit',
+      'matching',
+      'mergedSql',
+      'p',
+      'rowCond',
+      't',
+      'table',
+      'where',
+    ],
     why: `${FRAGMENTS} (ClickHouse query parameters)`,
   },
   'src/clickhouse/migrations.ts': {
@@ -67,6 +89,10 @@ const REVIEWED: Record<string, Reviewed> = {
   'src/query/expand-fields.ts': { names: ['list', 'refSql'], why: 'from_json over placeholders' },
   'src/query/feedback-fields.ts': { names: ['list'], why: 'from_json over placeholders' },
   'src/stats/dims.ts': { names: ['col'], why: "'user_id' | 'run_id'" },
+  'src/stats/rollups-clean.ts': {
+    names: ['a.name', 'a.table', 'aggs', 'c', 'hourOf', 'inHours', 'k', 'keys', 'negative', 'sets', 't'],
+    why: 'rollup table and column names from the fixed tier definitions; no request value reaches these statements',
+  },
   'src/stats/rollups.ts': {
     names: [
       'TABLES',

@@ -6,6 +6,7 @@ import { route, type Ctx, type Reply, type RouteDef } from './route.js'
 import type { CallStore } from '../calls/store.js'
 import type { Rollups } from '../stats/rollups.js'
 import type { IngestPool } from '../calls/ingest/pool.js'
+import type { StorageInfo } from '../schemas/meta.js'
 import {
   AdminStatsQuerySchema,
   KeyCreateReqSchema,
@@ -40,7 +41,10 @@ const delayMs = (ns: number) => Math.max(0, Math.round(ns / 1e4) / 100 - ELD_RES
 /** What the admin routes read: the key store, and the parts of the process /admin/stats reports on. */
 export interface AdminDeps {
   keys: KeyStore
-  calls: CallStore
+  /** The embedded calls store; absent when calls live in ClickHouse. */
+  calls?: CallStore
+  /** Where calls are kept (and ClickHouse's version). */
+  storage?: StorageInfo
   ingest?: IngestPool
   /** Requests being handled. */
   inFlight?: () => number
@@ -63,12 +67,14 @@ function processStats(d: AdminDeps, eld: IntervalHistogram) {
         resolution_ms: ELD_RESOLUTION_MS,
       },
       memory: { rss_bytes: mem.rss, heap_used_bytes: mem.heapUsed, external_bytes: mem.external },
-      calls: calls.stats(),
+      storage: d.storage ?? { backend: 'embedded' },
+      calls: calls ? calls.stats() : null,
       ingest: d.ingest?.stats ?? null,
       // Statistics pre-aggregates: built yet, how (loaded or rebuilt), and up to which part.
-      rollups: rollups
-        ? { ready: rollups.ready, origin: rollups.origin, x: rollups.x, parts_past_x: Math.max(0, calls.lastSeq - rollups.x) }
-        : null,
+      rollups:
+        rollups && calls
+          ? { ready: rollups.ready, origin: rollups.origin, x: rollups.x, parts_past_x: Math.max(0, calls.lastSeq - rollups.x) }
+          : null,
       /** Requests being handled, this one included. */
       in_flight: d.inFlight?.() ?? null,
       // Per served model: its backend, requests running and waiting, KV-cache positions in use.

@@ -4,6 +4,7 @@ import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route
 import type { CallRecord } from '../calls/model.js'
 import { keptColumns } from '../calls/arrow/calls.js'
 import { ARROW_STREAM, acceptsArrow, ipcStream } from '../calls/arrow/ipc.js'
+import type { BackendName, CallBackend } from '../calls/backend.js'
 import type { CallStore } from '../calls/store.js'
 import type { IngestPool } from '../calls/ingest/pool.js'
 import type { IngestTask } from '../calls/ingest/prepare.js'
@@ -13,7 +14,7 @@ import type { FeedbackStore } from '../catalog/feedback.js'
 import { bindFeedback, feedbackFieldsOf } from '../query/feedback-fields.js'
 // expand_columns and include_feedback (calls-expand.ts):
 import type { RefResolver } from '../catalog/refs.js'
-import { finisher, withExpand } from './calls-expand.js'
+import { finisher, withExpand, type ExpandDeps } from './calls-expand.js'
 import { CallsQueryStatsReqSchema, CallsQueryStatsResSchema } from '../schemas/calls.js'
 import {
   CallCreateBatchReqSchema,
@@ -36,12 +37,16 @@ function pickColumns(call: CallRecord, columns: string[] | null | undefined): Ca
 
 /** What the call routes work with. */
 export interface CallsDeps {
-  store: CallStore
+  store: CallBackend
+  /** Named in the 501 of a feature the backend does not serve (default embedded). */
+  backend?: BackendName
   pool: IngestPool
   /** Most calls /calls/query returns at once (413 past it). */
   maxQueryRows: number
-  prices: Prices
-  stats: CallStats
+  /** Without: include_costs answers 501. */
+  prices?: Prices
+  /** Rollups that answer plain counts fast; without: every count is a query. */
+  stats?: CallStats
   /** Feedback, for queries and sorts on `feedback.[<type>].payload.<path>` fields. */
   feedback?: FeedbackStore
   /** Resolves refs for expand_columns. */
@@ -65,9 +70,32 @@ async function withFeedback<T extends Queried>(d: CallsDeps, body: T): Promise<T
   return { ...body, query, sort_by }
 }
 
+/** 501 for a feature this backend does not serve yet (rather than an answer from another store). */
+function notServed(d: CallsDeps, what: string): DomainError {
+  return new DomainError(501, `${what} is not served on the ${d.backend ?? 'embedded'} storage backend yet`)
+}
+
+/**
+ * expand_columns and include_feedback read refs and feedback from the catalog and call SQL from the
+ * embedded store; another backend answers 501 for them (checked once per request, only off the
+ * embedded path).
+ */
+function checkServed(d: CallsDeps, b: { expand_columns?: string[] | null; include_feedback?: boolean | null }): void {
+  if (d.backend === undefined || d.backend === 'embedded') return
+  if (b.expand_columns && b.expand_columns.length) throw notServed(d, 'expand_columns')
+  if (b.include_feedback) throw notServed(d, 'include_feedback')
+}
+
+/** The store as calls-expand.ts reads it: only the embedded one has the SQL it runs. */
+function expandDeps(d: CallsDeps): ExpandDeps {
+  if ('rows' in d.store) return { store: d.store as CallStore, refs: d.refs, feedback: d.feedback }
+  return { store: d.store as never, refs: undefined, feedback: d.feedback }
+}
+
 /** With include_costs, each call gains summary.weave.costs from the project's prices. */
 async function costed(d: CallsDeps, project: string, include: boolean | null | undefined): Promise<(c: CallRecord) => CallRecord> {
   if (!include) return (c) => c
+  if (!d.prices) throw notServed(d, 'include_costs')
   const rows = await d.prices.forProject(project)
   return (c) => withCosts(c, rows)
 }
@@ -125,14 +153,16 @@ async function streamArrow(d: CallsDeps, ctx: Ctx<Static<typeof CallsQueryReqSch
       406,
       'include_costs, include_feedback and expand_columns are answered as JSON lines only: ask for application/jsonl',
     )
+  if (!d.store.streamArrow) throw notServed(d, 'Arrow output')
   const { schema, batches } = await d.store.streamArrow(b.project_id, await withFeedback(d, b))
   return { contentType: ARROW_STREAM, stream: ipcStream(schema, batches) }
 }
 
-async function streamQuery(d: CallsDeps, ctx: Ctx<Static<typeof CallsQueryReqSchema>>): Promise<Reply> {
+async function streamQuery(d: Deps, ctx: Ctx<Static<typeof CallsQueryReqSchema>>): Promise<Reply> {
+  checkServed(d, ctx.body)
   if (acceptsArrow(ctx.headers.accept)) return streamArrow(d, ctx)
-  const finish = finisher(d, ctx.body)
-  const chunks = await d.store.stream(ctx.body.project_id, await withExpand(d, await withFeedback(d, ctx.body)))
+  const finish = finisher(d.x, ctx.body)
+  const chunks = await d.store.stream(ctx.body.project_id, await withExpand(d.x, await withFeedback(d, ctx.body)))
   const columns = ctx.body.columns
   const cost = await costed(d, ctx.body.project_id, ctx.body.include_costs)
   async function* lines() {
@@ -144,11 +174,12 @@ async function streamQuery(d: CallsDeps, ctx: Ctx<Static<typeof CallsQueryReqSch
   return { contentType: 'application/jsonl', stream: lines() }
 }
 
-async function queryCalls(d: CallsDeps, ctx: Ctx<Static<typeof CallsQueryReqSchema>>): Promise<Reply> {
+async function queryCalls(d: Deps, ctx: Ctx<Static<typeof CallsQueryReqSchema>>): Promise<Reply> {
+  checkServed(d, ctx.body)
   // All at once means all in memory: bounded. /calls/stream_query has no such bound.
   const limit = Math.min(ctx.body.limit ?? Infinity, d.maxQueryRows + 1)
-  const finish = finisher(d, ctx.body)
-  const calls = await d.store.query(ctx.body.project_id, { ...(await withExpand(d, await withFeedback(d, ctx.body))), limit })
+  const finish = finisher(d.x, ctx.body)
+  const calls = await d.store.query(ctx.body.project_id, { ...(await withExpand(d.x, await withFeedback(d, ctx.body))), limit })
   if (calls.length > d.maxQueryRows) {
     throw new DomainError(413, `More than ${d.maxQueryRows} calls match: page with limit and offset, or use /calls/stream_query`)
   }
@@ -157,24 +188,31 @@ async function queryCalls(d: CallsDeps, ctx: Ctx<Static<typeof CallsQueryReqSche
   return { body: { calls: finish ? await finish(page) : page } }
 }
 
-async function queryStats(d: CallsDeps, ctx: Ctx<Static<typeof CallsQueryStatsReqSchema>>): Promise<Reply> {
-  const b = await withExpand(d, await withFeedback(d, ctx.body))
+async function queryStats(d: Deps, ctx: Ctx<Static<typeof CallsQueryStatsReqSchema>>): Promise<Reply> {
+  checkServed(d, ctx.body)
+  const b = await withExpand(d.x, await withFeedback(d, ctx.body))
   if (b.limit !== undefined && b.limit !== null && b.limit < 1) throw new DomainError(400, 'limit must be at least 1')
   const query = b.query
   // Counts the rollups can answer (no query, filter on op, root, user, run) are read from them.
-  const fast = query ? null : await d.stats.count(b.project_id, b.filter)
+  const fast = query || !d.stats ? null : await d.stats.count(b.project_id, b.filter)
   const count =
     fast !== null ? Math.min(fast, b.limit ?? Infinity) : await d.store.count(b.project_id, { filter: b.filter, query, limit: b.limit })
   const body: Record<string, unknown> = { count, has_more: false }
-  if (b.include_total_storage_size)
+  if (b.include_total_storage_size) {
+    if (!d.store.traceStorageBytes) throw notServed(d, 'include_total_storage_size')
     body.total_storage_size_bytes = await d.store.traceStorageBytes(b.project_id, { filter: b.filter, query, limit: b.limit })
+  }
   return { body }
 }
 
 const tags = ['Calls']
 const trace = { family: 'trace', auth: 'key', tags } as const
 
-export function callRoutes(d: CallsDeps): RouteDef[] {
+/** The deps with what calls-expand.ts reads (made once, not per request). */
+type Deps = CallsDeps & { x: ExpandDeps }
+
+export function callRoutes(deps: CallsDeps): RouteDef[] {
+  const d: Deps = { ...deps, x: expandDeps(deps) }
   return [...callWriteRoutes(d), ...queryRoutes(d)]
 }
 
@@ -234,7 +272,7 @@ function callWriteRoutes(d: CallsDeps): RouteDef[] {
 }
 
 /** Deleting and querying calls. */
-function queryRoutes(d: CallsDeps): RouteDef[] {
+function queryRoutes(d: Deps): RouteDef[] {
   const project = bodyProject
   return [
     route({

@@ -4,7 +4,7 @@ import { buildOpenApi } from './openapi.js'
 import { MIN_WEAVE_PYTHON_VERSION, VERSION } from '../core/version.js'
 import { progress } from '../core/progress.js'
 import { HealthQuerySchema, ReadySchema, type HealthQuery } from '../schemas/progress.js'
-import { HealthSchema, ServerInfoSchema, VersionSchema, type ServerInfo, type Version } from '../schemas/meta.js'
+import { HealthSchema, ServerInfoSchema, VersionSchema, type ServerInfo, type StorageInfo, type Version } from '../schemas/meta.js'
 
 type ModelInfo = { name: string; backend: string; architecture: string }
 
@@ -20,10 +20,13 @@ function ready(): Reply {
 /** Liveness, unchanged; `?ready=1` asks for readiness instead (for balancers that probe one path). */
 const health = (ctx: Ctx<unknown, HealthQuery>): Reply => (ctx.query?.ready === '1' || ctx.query?.ready === 'true' ? ready() : LIVE)
 
-function versions(models: () => readonly ModelInfo[]) {
+const EMBEDDED: StorageInfo = { backend: 'embedded' }
+
+function versions(models: () => readonly ModelInfo[], storage: StorageInfo) {
   return (): Reply => {
     const body: Version = {
       version: VERSION,
+      storage,
       node: process.version,
       duckdb: duckdbVersion(),
       inference: models().map((m) => ({ model: m.name, backend: m.backend, architecture: m.architecture })),
@@ -44,7 +47,11 @@ function openApiDocument(routes: () => readonly RouteDef[]) {
 }
 
 /** Service endpoints that need no credentials. `routes` is read per request so the document lists every route. */
-export function metaRoutes(routes: () => readonly RouteDef[], models: () => readonly ModelInfo[] = () => []): RouteDef[] {
+export function metaRoutes(
+  routes: () => readonly RouteDef[],
+  models: () => readonly ModelInfo[] = () => [],
+  storage: StorageInfo = EMBEDDED,
+): RouteDef[] {
   const service = { family: 'trace' as const, auth: 'none' as const, tags: ['Service'] }
   return [
     route({
@@ -70,7 +77,7 @@ export function metaRoutes(routes: () => readonly RouteDef[], models: () => read
       path: '/version',
       summary: 'Versions of weft and its engines',
       response: { description: 'Versions', schema: VersionSchema },
-      handler: versions(models),
+      handler: versions(models, storage),
     }),
     route({
       ...service,

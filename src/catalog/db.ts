@@ -2,6 +2,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { DuckDBDataChunk, DuckDBInstance, type DuckDBConnection, type DuckDBType, type DuckDBValue } from '@duckdb/node-api'
 import { MIGRATIONS } from './migrations.js'
+import { hit } from '../core/failpoints.js'
 
 export const CATALOG_FILE = 'catalog.duckdb'
 
@@ -94,7 +95,9 @@ export class Catalog {
       await conn.run('BEGIN TRANSACTION')
       try {
         const out = await fn(tx)
+        hit('catalog.before-commit')
         await this.conn.run('COMMIT')
+        hit('catalog.after-commit')
         return out
       } catch (e) {
         await this.conn.run('ROLLBACK').catch(() => {})

@@ -4,6 +4,7 @@ import path from 'node:path'
 import type { Catalog } from './db.js'
 import { digestOfSha256 } from './digest.js'
 import { DomainError } from '../core/errors.js'
+import { hit } from '../core/failpoints.js'
 
 /**
  * Files (docs/objects.md#files): the bytes live under `<data dir>/files/<project hash>/<digest>`, one file per
@@ -124,6 +125,7 @@ export class FileStore {
       if (await fs.mkdir(dir, { recursive: true })) await syncDir(this.root)
       await fs.rename(staged.tmp, path.join(dir, staged.digest))
       await syncDir(dir)
+      hit('files.after-data')
     } catch (e) {
       throw storageError(e)
     }

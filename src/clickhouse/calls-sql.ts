@@ -65,6 +65,8 @@ export function chFilterSql(
   const list = (name: string, values: string[] | null | undefined, column: string) => {
     if (!values) return
     checkFilterList(name, values)
+    // As Weave (and the embedded store): an empty id list filters nothing; empty thread or turn ids match nothing.
+    if (values.length === 0 && column !== 'thread_id' && column !== 'turn_id') return
     const v = params.add(values, 'Array(String)')
     where.push(`has(${v}, m.${column})`)
     if (column === 'id') inner.push(`has(${v}, c.id)`)
@@ -81,6 +83,7 @@ export function chFilterSql(
     const v = f[name]
     if (!v) continue
     checkFilterList(name, v)
+    if (v.length === 0) continue
     where.push(`hasAny(m.${name}, ${params.add(v, 'Array(String)')})`)
   }
   if (f.trace_roots_only) where.push('m.parent_id IS NULL')
@@ -130,4 +133,21 @@ export function chSelectSql(l: Layout, project: string, opts: QueryOptions, para
 export function chCountSql(l: Layout, project: string, opts: QueryOptions, params: ChParams): string {
   const limit = opts.limit ? ` LIMIT ${params.add(opts.limit, 'UInt64')}` : ''
   return `SELECT count() AS n FROM (SELECT 1 FROM ${chMatching(l, project, opts, params)}${limit})`
+}
+
+/**
+ * The live (not deleted) calls among `ids` (`by: 'id'`) or whose parent is among them (`by: 'parent'`):
+ * one level of /calls/delete's walk down a tree, as a statement reading `id`.
+ */
+export function chLiveByIdsSql(l: Layout, project: string, ids: string[], by: 'id' | 'parent', params: ChParams): string {
+  const p = params.add(project, 'String')
+  const v = params.add(ids, 'Array(String)')
+  const rowCond = by === 'id' ? `has(${v}, id)` : `has(${v}, tupleElement(parent_id, 2))`
+  const t = table(l, 'calls_merged')
+  return `SELECT id FROM (
+    SELECT c.id AS id, max(c.parent_id).2 AS parent_id, max(c.deleted_at) AS deleted_at
+    FROM ${t} AS c
+    WHERE c.project_id = ${p} AND c.id IN (SELECT id FROM ${t} WHERE project_id = ${p} AND ${rowCond})
+    GROUP BY c.id)
+  WHERE deleted_at IS NULL AND ${by === 'id' ? `has(${v}, id)` : `has(${v}, parent_id)`}`
 }

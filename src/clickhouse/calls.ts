@@ -4,7 +4,7 @@ import type { Executor, Settings } from './executor.js'
 import { insertTarget, readSettings, writeSettings, type Layout } from './layout.js'
 import { migrate } from './migrations.js'
 import { partRow, SeqClock } from './parts.js'
-import { chCountSql, chSelectSql } from './calls-sql.js'
+import { chCountSql, chLiveByIdsSql, chSelectSql } from './calls-sql.js'
 import { ChParams } from './query/params.js'
 
 export interface ClickHouseCallsOptions extends Layout {
@@ -52,10 +52,17 @@ export class ClickHouseCalls {
     return (await this.exec.query(sql, params.values, this.reads)).map(toCall)
   }
 
-  /** The same as query, a batch at a time as the consumer pulls (see Executor.stream). */
-  async *stream(project: string, opts: QueryOptions): AsyncGenerator<CallRecord[]> {
+  /**
+   * The same as query, a batch at a time as the consumer pulls (see Executor.stream). The SQL is
+   * built here, before the first pull, so a bad query fails at the call rather than mid-stream.
+   */
+  stream(project: string, opts: QueryOptions): AsyncGenerator<CallRecord[]> {
     const params = new ChParams()
     const sql = chSelectSql(this.opts, project, opts, params)
+    return this.streamRows(sql, params)
+  }
+
+  private async *streamRows(sql: string, params: ChParams): AsyncGenerator<CallRecord[]> {
     for await (const rows of this.exec.stream(sql, params.values, this.reads)) yield rows.map(toCall)
   }
 
@@ -69,5 +76,22 @@ export class ClickHouseCalls {
   async read(project: string, id: string): Promise<CallRecord | null> {
     const [call] = await this.query(project, { filter: { call_ids: [id] }, limit: 1 })
     return call ?? null
+  }
+
+  /** The given live calls and all their live descendants, a tree level per query. */
+  async withDescendants(project: string, ids: string[]): Promise<string[]> {
+    const seen = new Set<string>()
+    let level = await this.liveIds(project, [...new Set(ids)], 'id')
+    while (level.length) {
+      for (const id of level) seen.add(id)
+      level = (await this.liveIds(project, level, 'parent')).filter((id) => !seen.has(id))
+    }
+    return [...seen]
+  }
+
+  private async liveIds(project: string, ids: string[], by: 'id' | 'parent'): Promise<string[]> {
+    const params = new ChParams()
+    const sql = chLiveByIdsSql(this.opts, project, ids, by, params)
+    return (await this.exec.query(sql, params.values, this.reads)).map((r) => String(r.id))
   }
 }

@@ -23,6 +23,8 @@ export interface Config {
   trustedProxies: string[]
   /** Countries for which /geolocate answers allowed=false. */
   geoDenyList: string[]
+  /** Parse the geo ranges at start (default) rather than at the first /geolocate (tests and small tools). */
+  geoPreload: boolean
   logLevel: string
   accessLog: boolean
   shutdownGraceMs: number
@@ -63,6 +65,22 @@ export interface Config {
   toolCallParser: ToolParserName | null
   /** Reasoning parser (deepseek_r1, qwen3); null: reasoning stays in the content. */
   reasoningParser: ReasoningParserName | null
+  /** Where calls live: the embedded DuckDB store, a ClickHouse server, or ClickHouse in-process (chdb). */
+  storage: StorageConfig
+}
+
+export const STORAGE_KINDS = ['embedded', 'clickhouse', 'chdb'] as const
+export type StorageKind = (typeof STORAGE_KINDS)[number]
+
+export interface StorageConfig {
+  kind: StorageKind
+  /** ClickHouse's HTTP interface (`--storage clickhouse`), e.g. http://host:8123. */
+  clickhouseUrl: string
+  clickhouseDatabase: string
+  /** A cluster name: the DDL runs ON CLUSTER with Replicated/Distributed tables (docs/clickhouse.md). */
+  clickhouseCluster?: string
+  /** chdb's data directory (`--storage chdb`); default `<data dir>/chdb`. */
+  chdbPath: string
 }
 
 export const DEFAULTS = {
@@ -74,6 +92,7 @@ export const DEFAULTS = {
   corsOrigins: ['*'],
   trustedProxies: [] as string[],
   geoDenyList: ['CU', 'IR', 'KP', 'SY'],
+  geoPreload: true,
   logLevel: 'info',
   accessLog: true,
   shutdownGraceMs: 10_000,
@@ -104,6 +123,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'cors-origins': 'WEFT_CORS_ORIGINS',
   'trusted-proxies': 'WEFT_TRUSTED_PROXIES',
   'geo-deny': 'WEFT_GEO_DENY',
+  'geo-preload': 'WEFT_GEO_PRELOAD',
   'log-level': 'WEFT_LOG_LEVEL',
   'access-log': 'WEFT_ACCESS_LOG',
   'shutdown-grace-ms': 'WEFT_SHUTDOWN_GRACE_MS',
@@ -126,6 +146,11 @@ const FLAG_TO_ENV: Record<string, string> = {
   'model-replicas': 'WEFT_MODEL_REPLICAS',
   'tool-call-parser': 'WEFT_TOOL_CALL_PARSER',
   'reasoning-parser': 'WEFT_REASONING_PARSER',
+  storage: 'WEFT_STORAGE',
+  'clickhouse-url': 'WEFT_CLICKHOUSE_URL',
+  'clickhouse-database': 'WEFT_CLICKHOUSE_DATABASE',
+  'clickhouse-cluster': 'WEFT_CLICKHOUSE_CLUSTER',
+  'chdb-path': 'WEFT_CHDB_PATH',
 }
 
 export class ConfigError extends Error {}
@@ -195,16 +220,18 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
   }
   const get = (flag: string): string | undefined => flags[flag] ?? env[FLAG_TO_ENV[flag]!]
   const apiKey = get('api-key')
+  const dataDir = path.resolve(get('data-dir') || DEFAULTS.dataDir)
   return {
     host: get('host') || DEFAULTS.host,
     port: int('port', get('port'), DEFAULTS.port, 0, 65535),
-    dataDir: path.resolve(get('data-dir') || DEFAULTS.dataDir),
+    dataDir,
     apiKey: apiKey ? apiKey : undefined,
     maxBodyBytes: int('max-body-bytes', get('max-body-bytes'), DEFAULTS.maxBodyBytes, 1024, 2 ** 31),
     maxFileBytes: int('max-file-bytes', get('max-file-bytes'), DEFAULTS.maxFileBytes, 1024, 2 ** 42),
     corsOrigins: list(get('cors-origins'), DEFAULTS.corsOrigins),
     trustedProxies: list(get('trusted-proxies'), DEFAULTS.trustedProxies),
     geoDenyList: list(get('geo-deny'), DEFAULTS.geoDenyList).map((c) => c.toUpperCase()),
+    geoPreload: bool('geo-preload', get('geo-preload'), DEFAULTS.geoPreload),
     logLevel: get('log-level') || DEFAULTS.logLevel,
     accessLog: bool('access-log', get('access-log'), DEFAULTS.accessLog),
     shutdownGraceMs: int('shutdown-grace-ms', get('shutdown-grace-ms'), DEFAULTS.shutdownGraceMs, 0, 600_000),
@@ -227,7 +254,25 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     modelReplicas: int('model-replicas', get('model-replicas'), DEFAULTS.modelReplicas, 1, 64),
     toolCallParser: get('tool-call-parser') ? oneOf('tool-call-parser', get('tool-call-parser'), TOOL_PARSERS, 'hermes') : null,
     reasoningParser: get('reasoning-parser') ? oneOf('reasoning-parser', get('reasoning-parser'), REASONING_PARSERS, 'qwen3') : null,
+    storage: storageConfig(get, dataDir),
   }
+}
+
+function storageConfig(get: (flag: string) => string | undefined, dataDir: string): StorageConfig {
+  const kind = oneOf('storage', get('storage'), STORAGE_KINDS, 'embedded')
+  const url = get('clickhouse-url') || 'http://127.0.0.1:8123'
+  if (!/^https?:\/\/[^\s]+$/.test(url)) throw new ConfigError(`clickhouse-url must be an http(s) URL, got ${JSON.stringify(url)}`)
+  const database = get('clickhouse-database') || 'weft'
+  const cluster = get('clickhouse-cluster') || undefined
+  for (const [name, v] of [
+    ['clickhouse-database', database],
+    ['clickhouse-cluster', cluster],
+  ] as const)
+    if (v !== undefined && !/^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(v))
+      throw new ConfigError(`${name} must be a plain identifier (letters, digits, _), got ${JSON.stringify(v)}`)
+  if (cluster && kind === 'chdb') throw new ConfigError('clickhouse-cluster needs --storage clickhouse (chdb is one node)')
+  const chdbPath = path.resolve(get('chdb-path') || path.join(dataDir, 'chdb'))
+  return { kind, clickhouseUrl: url, clickhouseDatabase: database, clickhouseCluster: cluster, chdbPath }
 }
 
 function oneOf<T extends string>(name: string, v: string | undefined, allowed: readonly T[], fallback: T): T {

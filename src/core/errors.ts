@@ -55,5 +55,16 @@ export function validationError(details: Detail[]): DomainError {
 /** Anything thrown that is not a DomainError is a bug: the client sees a generic 500, the log sees the cause. */
 export function toDomainError(e: unknown): DomainError {
   if (e instanceof DomainError) return e
+  if (diskFull(e))
+    return new DomainError(507, 'Insufficient storage: the disk is full, so this write was not acknowledged; retry once there is room', {
+      retryAfterS: 30,
+    })
   return new DomainError(500, 'Internal server error')
+}
+
+/** A full disk (or quota) is the operator's problem, not a bug: from Node's errno or DuckDB's message. */
+function diskFull(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code
+  if (code === 'ENOSPC' || code === 'EDQUOT') return true
+  return e instanceof Error && /No space left on device|Disk quota exceeded/i.test(e.message)
 }

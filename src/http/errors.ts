@@ -25,6 +25,7 @@ const OPENAI_TYPES: Record<number, string> = {
   501: 'NotImplementedError',
   503: 'ServiceUnavailableError',
   504: 'GatewayTimeoutError',
+  507: 'InsufficientStorageError',
 }
 
 /** An error raised by the HTTP layer itself, with headers of its own (`Allow`, `WWW-Authenticate`). */

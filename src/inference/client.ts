@@ -43,6 +43,8 @@ export class RequestEvents implements AsyncIterable<WorkerEvent> {
   }
 }
 
+const DOWN = 'The model is restarting after its inference worker failed. Retry later.'
+
 /**
  * One model served by a dedicated worker thread. A worker that dies fails the requests it held
  * and is started again.
@@ -52,6 +54,10 @@ export class ModelServer {
   private readonly pending = new Map<string, RequestEvents>()
   private readonly replies = new Map<string, { resolve: (v: unknown) => void; reject: (e: Error & { status?: number }) => void }>()
   private closing = false
+  /** Between restart attempts: no worker to send to. */
+  private down = false
+  /** Restart attempts so far (the worker's failpoints can tell a restart from the first start). */
+  private restarts = 0
   info!: ModelInfo
 
   private constructor(
@@ -67,7 +73,8 @@ export class ModelServer {
 
   private spawn(): Promise<void> {
     return new Promise((resolve, reject) => {
-      const w = new Worker(fileURLToPath(new URL('../../workers/inference.js', import.meta.url)), { workerData: this.config })
+      const workerData: WorkerConfig = { ...this.config, restart: this.restarts }
+      const w = new Worker(fileURLToPath(new URL('../../workers/inference.js', import.meta.url)), { workerData })
       this.worker = w
       let ready = false
       // Loading large weights takes minutes: /ready and /admin/stats show it (the worker reports no steps within it).
@@ -110,17 +117,48 @@ export class ModelServer {
       })
       w.on('error', (err) => this.log.error({ err }, 'inference worker error'))
       w.on('exit', (code) => {
-        if (!ready) loading.fail(`exited (${code})`)
-        if (!ready) return reject(new Error(`model ${this.config.modelDir}: the inference worker exited (${code}) while loading`))
-        for (const [id, q] of this.pending) q.push({ type: 'error', id, status: 500, message: 'Internal server error' })
-        this.pending.clear()
-        for (const r of this.replies.values()) r.reject(Object.assign(new Error('Internal server error'), { status: 500 }))
-        this.replies.clear()
+        // Whatever it held (also what came in while a restarted worker was loading) would wait forever.
+        this.failHeld()
+        if (!ready) {
+          loading.fail(`exited (${code})`)
+          reject(new Error(`model ${this.config.modelDir}: the inference worker exited (${code}) while loading`))
+          // The first start's failure is the caller's; a restart's is retried (restart()).
+          return
+        }
         if (this.closing) return
         this.log.error({ model: this.config.servedName, code }, 'inference worker exited; starting it again')
-        this.spawn().catch((err) => this.log.error({ err }, 'inference worker did not restart'))
+        this.restart(0)
       })
     })
+  }
+
+  private failHeld(): void {
+    const message = 'The inference worker stopped before this request completed; it is being restarted.'
+    for (const [id, q] of this.pending) q.push({ type: 'error', id, status: 500, message })
+    this.pending.clear()
+    for (const r of this.replies.values()) r.reject(Object.assign(new Error(message), { status: 500 }))
+    this.replies.clear()
+  }
+
+  /**
+   * Starts the worker again: at once after a crash (requests sent meanwhile wait in the new worker's
+   * port until it has loaded), then with a growing pause while it keeps failing to load. Between
+   * attempts the model is down: requests are refused (503) rather than sent to a dead thread.
+   */
+  private restart(delayMs: number): void {
+    this.down = delayMs > 0
+    const attempt = () => {
+      if (this.closing) return
+      this.down = false
+      this.restarts++
+      this.spawn().catch((err) => {
+        if (this.closing) return
+        this.log.error({ err, model: this.config.servedName }, 'inference worker did not restart; trying again')
+        this.restart(Math.min(30_000, Math.max(1000, delayMs * 2)))
+      })
+    }
+    if (delayMs === 0) attempt()
+    else setTimeout(attempt, delayMs).unref()
   }
 
   private send(c: WorkerCommand): void {
@@ -137,6 +175,10 @@ export class ModelServer {
       this.pending.delete(req.id)
       this.send({ type: 'cancel', id: req.id })
     })
+    if (this.down) {
+      q.push({ type: 'error', id: req.id, status: 503, message: DOWN })
+      return q
+    }
     this.pending.set(req.id, q)
     this.send({ type: 'generate', req })
     return q
@@ -144,6 +186,7 @@ export class ModelServer {
 
   private ask<T>(c: WorkerCommand & { id: string }): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      if (this.down) return reject(Object.assign(new Error(DOWN), { status: 503 }))
       this.replies.set(c.id, { resolve: resolve as (v: unknown) => void, reject })
       this.send(c)
     })
@@ -164,6 +207,8 @@ export class ModelServer {
   async close(): Promise<void> {
     this.closing = true
     for (const q of this.pending.values()) q.cancel()
+    // Between restart attempts there is no live worker to stop.
+    if (this.down) return
     this.send({ type: 'stop' })
     const exited = new Promise((r) => this.worker.once('exit', r))
     const timer = setTimeout(() => void this.worker.terminate(), 5000)

@@ -17,6 +17,7 @@ import {
 } from './request.js'
 import { TemplateError, type ModelTokenizer } from './tokenizer.js'
 import { applyTokenMask } from './logits-processors.js'
+import { BeamRun, prepareBeam } from './beam.js'
 import { GrammarError, type GrammarSource } from './structured/constraint.js'
 
 /** Memory idle prefix-cache blocks may keep (running requests' caches are bounded by --kv-cache-tokens). */
@@ -42,6 +43,8 @@ interface Work {
 export class Engine {
   private readonly waiting: Active[] = []
   private readonly running: Active[] = []
+  /** Beam-search requests running (beam.ts): they step beside the batch, one step each per engine step. */
+  private readonly beams: BeamRun[] = []
   private kvUsed = 0
   private wake: (() => void) | null = null
   private stopped = false
@@ -75,10 +78,12 @@ export class Engine {
 
   get stats(): EngineStats {
     return {
-      running_requests: this.running.length,
+      running_requests: this.running.length + this.beams.length,
       waiting_requests: this.waiting.length,
-      running_sequences: this.running.reduce((s, a) => s + a.choices.filter((c) => !c.finished).length, 0),
-      kv_positions_used: this.running.reduce((s, a) => s + a.choices.reduce((t, c) => t + c.cache.length, 0), 0),
+      running_sequences: this.running.reduce((s, a) => s + a.choices.filter((c) => !c.finished).length, 0) + this.beamSequences(),
+      kv_positions_used:
+        this.running.reduce((s, a) => s + a.choices.reduce((t, c) => t + c.cache.length, 0), 0) +
+        this.beams.reduce((s, b) => s + b.positions, 0),
       kv_positions: this.opts.kvTokens,
       tensors: tf.memory().numTensors,
       prefix_cache: this.cacheStats(),
@@ -108,7 +113,7 @@ export class Engine {
    */
   submit(req: GenerateRequest): void {
     try {
-      const a = prepare(this.preparer, req)
+      const a = req.beamSearch ? prepareBeam(this.preparer, req) : prepare(this.preparer, req)
       if (this.cache) a.blockHashes = blockHashes(a.promptIds, req.cacheSalt ?? null, Math.floor(a.promptIds.length / BLOCK_TOKENS))
       if (!req.constraint) return this.enqueue(a)
       if (!this.grammars) throw new RequestError(400, 'Structured outputs are not available for this model.', 'structured_outputs')
@@ -181,7 +186,7 @@ export class Engine {
       this.waiting.splice(w, 1)
       return
     }
-    const a = this.running.find((x) => x.req.id === id)
+    const a = this.running.find((x) => x.req.id === id) ?? this.beams.find((b) => b.a.req.id === id)?.a
     if (a) a.cancelled = true
   }
 
@@ -197,16 +202,21 @@ export class Engine {
   private admit(): void {
     while (this.waiting.length) {
       const a = this.waiting[0]!
-      const seqs = this.running.reduce((s, r) => s + r.choices.length, 0)
-      if (this.running.length && seqs + a.choices.length > this.opts.maxNumSeqs) break
-      const hits = this.lookup(a)
-      if (!this.makeRoom(a.reserved) && this.running.length) {
+      const busy = this.running.length + this.beams.length > 0
+      const seqs = this.running.reduce((s, r) => s + r.choices.length, 0) + this.beamSequences()
+      if (busy && seqs + a.choices.length > this.opts.maxNumSeqs) break
+      const hits = a.req.beamSearch ? [] : this.lookup(a)
+      if (!this.makeRoom(a.reserved) && busy) {
         this.cache?.release(hits)
         break
       }
       this.waiting.shift()
       a.started = now()
       this.kvUsed += a.reserved
+      if (a.req.beamSearch) {
+        this.beams.push(new BeamRun(this.model, this.tok, a, this.emit, this.out))
+        continue
+      }
       this.running.push(a)
       this.startFrom(a, hits)
     }
@@ -262,7 +272,7 @@ export class Engine {
     while (!this.stopped) {
       this.reap()
       this.admit()
-      if (!this.running.length) {
+      if (!this.running.length && !this.beams.length) {
         await new Promise<void>((r) => (this.wake = r))
         this.wake = null
         continue
@@ -273,9 +283,11 @@ export class Engine {
         // Awaited inside step, after the forward pass; this only keeps an early failure from counting as unhandled.
         masks?.catch(() => {})
         await this.step(work, masks)
+        this.stepBeams()
       } catch (e) {
         console.error(e)
         for (const a of this.running.splice(0)) this.fail(a, 'Internal server error')
+        for (const b of this.beams.splice(0)) this.endBeam(b, 'Internal server error')
       }
       await new Promise((r) => setImmediate(r))
     }
@@ -288,7 +300,29 @@ export class Engine {
 
   /** Frees what the engine holds once it has stopped: the cached blocks. */
   dispose(): void {
+    for (const b of this.beams.splice(0)) b.dispose()
     this.cache?.dispose()
+  }
+
+  private beamSequences(): number {
+    return this.beams.reduce((s, b) => s + b.sequences, 0)
+  }
+
+  /** One step of every beam search running; those that have answered leave. */
+  private stepBeams(): void {
+    for (let i = this.beams.length - 1; i >= 0; i--) {
+      const b = this.beams[i]!
+      if (!b.a.cancelled && !b.step()) continue
+      this.beams.splice(i, 1)
+      this.endBeam(b, null)
+    }
+  }
+
+  /** Frees a beam search's caches and positions; with a message, fails it. */
+  private endBeam(b: BeamRun, failure: string | null): void {
+    b.dispose()
+    this.kvUsed -= b.a.reserved
+    if (failure !== null) this.emit({ type: 'error', id: b.a.req.id, status: 500, message: failure })
   }
 
   /** Drops cancelled requests (client gone): their caches are freed. */

@@ -53,6 +53,8 @@ export interface GenerateRequest {
   constraint: Constraint | null
   /** Salts the prefix cache: only requests with the same salt (or both none) share cached blocks. */
   cacheSalt?: string | null
+  /** Beam search (beam.ts) with `n` beams instead of sampling; null or absent: sampling. */
+  beamSearch?: { lengthPenalty: number } | null
 }
 
 export type PromptLogprobs = (Record<string, { logprob: number; rank: number; decoded_token: string }> | null)[]

@@ -13,6 +13,7 @@ import type { EngineOptions, GenerationDefaults } from './request.js'
 import type { ModelInfo, WorkerCommand, WorkerEvent } from './protocol.js'
 import { GrammarLanes } from './structured/lanes.js'
 import { readGrammarVocab } from './structured/vocab.js'
+import { failpointCount } from '../core/failpoints.js'
 
 export interface WorkerConfig {
   modelDir: string
@@ -20,6 +21,8 @@ export interface WorkerConfig {
   engine: EngineOptions
   /** `auto` (the best present), or one of tensorflow, wasm, cpu. */
   backend: string
+  /** How many times this model's worker was started again before this one (0: the first start). */
+  restart?: number
 }
 
 /**
@@ -89,9 +92,13 @@ export async function loadModel(dir: string): Promise<Loaded> {
 /** Loads the model of a Hugging Face directory and answers commands on `port` until told to stop. */
 export async function serveModel(config: WorkerConfig, port: MessagePort): Promise<void> {
   const emit = (e: WorkerEvent) => port.postMessage(e)
+  // Fault injection (WEFT_FAILPOINTS=inference-restart-load:K): the first K restarts fail to load.
+  if ((config.restart ?? 0) > 0 && (config.restart ?? 0) <= (failpointCount('inference-restart-load') ?? 0))
+    throw new Error(`failpoint inference-restart-load (restart ${config.restart})`)
   const backend = await chooseBackend(config.backend)
   const dir = config.modelDir
   const m = await loadModel(dir)
+  armStepFailpoint(m.model)
   const grammars = new GrammarLanes({ vocab: await readGrammarVocab(dir, m.cfg.vocab_size, m.tok.eosIds) })
   const engine = new Engine(m.model, m.tok, m.gen, config.engine, emit, grammars)
   const info: ModelInfo = {
@@ -117,6 +124,22 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
   engine.dispose()
   await grammars.close()
   m.model.dispose()
+}
+
+/**
+ * Fault injection (WEFT_FAILPOINTS=inference-step:N): the thread ends at its Nth forward pass, mid-batch,
+ * as a crash would, so tests can see its requests fail and the restarted worker serve the next one. The
+ * count restarts with each worker.
+ */
+function armStepFailpoint(model: LlamaModel): void {
+  const n = failpointCount('inference-step')
+  if (n === null) return
+  const forward = model.forward.bind(model)
+  let steps = 0
+  model.forward = (batch) => {
+    if (++steps === n) process.exit(70)
+    return forward(batch)
+  }
 }
 
 /** One command from the main thread. */

@@ -5,8 +5,16 @@ export const HealthSchema = Type.Object({ status: Type.Literal('ok') })
 export type Health = Static<typeof HealthSchema>
 
 /** GET /version */
+/** Where calls are kept (`--storage`), and ClickHouse's version when it is ClickHouse. */
+export const StorageInfoSchema = Type.Object({
+  backend: Type.Union([Type.Literal('embedded'), Type.Literal('clickhouse'), Type.Literal('chdb')]),
+  clickhouse_version: Type.Optional(Type.String({ description: "ClickHouse's `SELECT version()`" })),
+})
+export type StorageInfo = Static<typeof StorageInfoSchema>
+
 export const VersionSchema = Type.Object({
   version: Type.String(),
+  storage: Type.Optional(StorageInfoSchema),
   node: Type.String(),
   duckdb: Type.String(),
   inference: Type.Array(

@@ -4,7 +4,9 @@ import type { DuckDBConnection } from '@duckdb/node-api'
 import { progress, type Task } from '../core/progress.js'
 import { USAGE_FIELDS } from '../calls/model.js'
 import type { CallSource } from '../calls/source.js'
+import { cleanStatements, compactedSeq } from './rollups-clean.js'
 import { binSql } from './sketch.js'
+import { hit } from '../core/failpoints.js'
 
 /**
  * Statistics pre-aggregated per (project, hour or minute, op, trace root or not) — and model for usage — over
@@ -17,7 +19,12 @@ import { binSql } from './sketch.js'
  * the merged calls they touch are added as they are now and subtracted as they were at `x`
  * (freshDelta). Sums, counts and bins subtract exactly; a minimum or maximum cannot, so a
  * subtracted row marks its group `dirty` and min/max over dirty groups fall back to a scan until
- * the next rebuild (every compaction) clears it.
+ * the next compaction recomputes them from the call tier (rollups-clean.ts).
+ *
+ * A compaction does not invalidate the tables: it folds only parts at or below the store's flushed seq,
+ * each call's parts into one row carrying their highest seq, so once `x` covers them (the flush hook
+ * advanced it before the compaction ran) every call's merged state at `x` is what it was, and the
+ * correction for later parts (merged now, minus merged at `x`) finds the same states to subtract.
  */
 /**
  * Five tiers, each answering the filters on its dimensions: `project` per (project, hour, trace root
@@ -202,8 +209,8 @@ export function shaped(rows: string, table: Table, tier: Tier, tokens: readonly 
 }
 
 /**
- * Keeps the rollup tables current: rebuilt from the segments when there are none usable at start and
- * after each compaction; after each flush, the flushed parts' correction is added (see the file comment).
+ * Keeps the rollup tables current: rebuilt from the segments when there are none usable at start (or a
+ * compaction folded parts they do not cover); after each flush, the flushed parts' correction is added (see the file comment).
  */
 export class Rollups {
   /** False until the tables are usable (found at start or first built): statistics scan until then. */
@@ -237,7 +244,7 @@ export class Rollups {
     })
     this.store.onSegments(async (event) => {
       if (event === 'flush') return this.advance()
-      await this.rebuild()
+      await this.compacted()
     })
     // The first build runs in turn with flushes; the server answers (by scanning) meanwhile. Tables
     // found in the file are brought up to date instead when they are consistent with the store.
@@ -273,6 +280,10 @@ export class Rollups {
     const x = Number(rows[0]![0])
     // Past what the segments hold (a data directory swapped under them): not ours.
     if (Number(rows[0]![1]) !== FORMAT || !Number.isInteger(x) || x > this.store.flushedSeq) return false
+    // A compaction that merged parts past `x` with parts at or below it (a crash, or a failed advance,
+    // between the flush and the compaction): those calls' states at `x` are gone, so the correction
+    // cannot subtract them.
+    if (x < (await compactedSeq(this.store.dataDir))) return false
     this.x = x
     this.baseRows = await this.size()
     this.addedRows = 0
@@ -280,6 +291,42 @@ export class Rollups {
     this.origin = 'loaded'
     await this.advance()
     return true
+  }
+
+  /**
+   * After a compaction: the tables stay (see the file comment) when `x` covers every part it folded;
+   * otherwise (the flush's advance failed) rebuilt. The marks of subtracted groups are cleared meanwhile.
+   */
+  private async compacted(): Promise<void> {
+    if (!this.ready || this.x < (await compactedSeq(this.store.dataDir))) return this.rebuild()
+    const aggregated = TABLES.filter(([t, tier]) => tier !== 'call' && t !== 'latency').map(([t, tier]) => ({
+      name: tableName(t, tier),
+      table: t as 'calls' | 'usage',
+      dims: TIER_DIMS[tier],
+    }))
+    const statements = cleanStatements({
+      callCalls: tableName('calls', 'call'),
+      callUsage: tableName('usage', 'call'),
+      aggregated,
+      tokens: TOKEN_NAMES,
+    })
+    await this.transaction(async (c) => {
+      for (const sql of statements) await c.run(sql)
+    })
+  }
+
+  /** Runs fn in one transaction of the tables' connection: all of it commits, or none. */
+  private async transaction(fn: (c: DuckDBConnection) => Promise<void>): Promise<void> {
+    const c = this.conn!
+    await c.run('BEGIN TRANSACTION')
+    try {
+      await fn(c)
+      hit('rollups.before-commit')
+      await c.run('COMMIT')
+    } catch (e) {
+      await c.run('ROLLBACK').catch(() => {})
+      throw e
+    }
   }
 
   /** Writes what the database file's log holds into the file itself, so the next start reads it directly. */
@@ -334,6 +381,7 @@ export class Rollups {
       }
       await this.fold(true)
       await c.run(`INSERT INTO ${META} VALUES (${x}, ${FORMAT})`)
+      hit('rollups.rebuild-before-commit')
       await c.run('COMMIT')
       this.x = x
     } catch (e) {
@@ -349,10 +397,8 @@ export class Rollups {
   /** After a flush: adds the correction for the parts now in Parquet, then moves `x` past them. */
   private async advance(): Promise<void> {
     if (!this.ready) return
-    const c = this.conn!
     const to = this.store.flushedSeq
-    await c.run('BEGIN TRANSACTION')
-    try {
+    await this.transaction(async (c) => {
       const from = Number((await c.runAndReadAll(`SELECT x FROM ${META}`)).getRowsJS()[0]![0])
       if (to > from) {
         const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq > ${from} AND seq <= ${to}`
@@ -375,27 +421,15 @@ export class Rollups {
         await c.run('DROP TABLE merged_before')
         await c.run(`UPDATE ${META} SET x = ${to}`)
       }
-      await c.run('COMMIT')
-      this.x = Math.max(this.x, to)
-    } catch (e) {
-      await c.run('ROLLBACK').catch(() => {})
-      throw e
-    }
+    })
+    this.x = Math.max(this.x, to)
     this.addedRows = (await this.size()) - this.baseRows
     if (this.addedRows > Math.max(10_000, this.baseRows / 4)) await this.consolidate()
   }
 
   /** Folds correction rows into one row per group (and drops groups that cancelled out). Runs by itself after enough flushes. */
   async consolidate(): Promise<void> {
-    const c = this.conn!
-    await c.run('BEGIN TRANSACTION')
-    try {
-      await this.fold()
-      await c.run('COMMIT')
-    } catch (e) {
-      await c.run('ROLLBACK').catch(() => {})
-      throw e
-    }
+    await this.transaction(() => this.fold())
     this.baseRows = await this.size()
     this.addedRows = 0
   }

@@ -13,7 +13,8 @@ import {
   type Hints,
   type Schema,
 } from './fuzz.js'
-import type { TestServer } from './server.js'
+import t from 'tap'
+import { startServer, type TestServer } from './server.js'
 
 /** Every generated request uses this project, so a fingerprint of it shows whether a rejected write changed anything. */
 export const ENTITY = 'fuzz'
@@ -341,4 +342,35 @@ export async function fuzzRoutes(
     onRoute(r)
   }
   return { requests, ms: Math.round(performance.now() - started) }
+}
+
+/** 15 requests per route (each mutation once) when the machine keeps pace; at least 6 when it is loaded. */
+export const PLAN = {
+  runs: Number(process.env.FUZZ_RUNS ?? 15),
+  minRuns: Number(process.env.FUZZ_MIN_RUNS ?? 6),
+  budgetMs: Number(process.env.FUZZ_BUDGET_MS ?? 60_000),
+  seed: Number(process.env.FUZZ_SEED ?? 18),
+}
+
+/**
+ * One fuzzing test over the routes of /openapi.json that `part` picks, against a server of the test file's own:
+ * every answer checked (problemOf), then the server's log searched for internal errors.
+ */
+export function fuzzPart(name: string, part: (r: FuzzRoute) => boolean, minRoutes: number): void {
+  let s: TestServer
+  t.before(async () => {
+    s = await startServer()
+  })
+  t.teardown(() => s.stop())
+  t.test(name, async (t) => {
+    const routes = (await routesOf(s)).filter(part)
+    t.ok(routes.length >= minRoutes, `${routes.length} routes`)
+    const hints = hintsFor(await seed(s))
+    const { requests, ms } = await fuzzRoutes(s, routes, hints, PLAN, (r) => {
+      t.comment(`${r.route}: ${r.requests} requests in ${r.ms} ms, statuses ${JSON.stringify(r.statuses)}`)
+      t.same(r.problems, [], r.route)
+    })
+    t.comment(`${routes.length} routes, ${requests} requests in ${ms} ms`)
+    t.same(serverErrors(s), [], 'the server logged no internal error')
+  })
 }

@@ -1,12 +1,33 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
+import { createRequire } from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
 export const MAIN = path.join(ROOT, 'dist', 'src', 'main.js')
+/**
+ * WEFT_STORAGE=chdb runs a suite's servers on the ClickHouse backend in-process (the servers inherit
+ * the environment). chdb is an optional ~550 MB install: without it such a run skips the file.
+ */
+if (process.env.WEFT_STORAGE === 'chdb' && !chdbInstalled()) {
+  process.stdout.write('1..0 # SKIP WEFT_STORAGE=chdb but chdb is not installed (npm --prefix bench/peer-deps install)\n')
+  process.exit(0)
+}
+
+function chdbInstalled(): boolean {
+  return [ROOT, path.join(ROOT, 'bench', 'peer-deps')].some((d) => {
+    try {
+      createRequire(path.join(d, 'package.json')).resolve('chdb')
+      return true
+    } catch {
+      return false
+    }
+  })
+}
+
 /** How long a test server may take to listen (a start on a loaded 2-core machine took up to ~55 s). */
 const START_TIMEOUT_MS = 60_000
 
@@ -50,7 +71,11 @@ export async function startServer(
 ): Promise<TestServer> {
   const dataDir = opts.dataDir ?? tempDir()
   const key = opts.key === undefined ? 'test-admin-key-' + Math.random().toString(36).slice(2) : opts.key
-  const env: Record<string, string> = { ...process.env, WEFT_LOG_LEVEL: 'warn', ...opts.env } as Record<string, string>
+  // The geo ranges are parsed at the first /geolocate rather than at every start (seconds of CPU per server).
+  const env: Record<string, string> = { ...process.env, WEFT_LOG_LEVEL: 'warn', WEFT_GEO_PRELOAD: 'false', ...opts.env } as Record<
+    string,
+    string
+  >
   if (key !== null) env.WEFT_API_KEY = key
   else delete env.WEFT_API_KEY
   const proc = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--data-dir', dataDir, ...(opts.args ?? [])], {

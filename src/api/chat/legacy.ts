@@ -96,6 +96,7 @@ function promptLogprobsRun(model: ModelServer, gen: GenerateRequest, k: number):
     promptLogprobs: k,
     constraint: null,
     seed: 0,
+    beamSearch: null,
   })
   return (async () => {
     for await (const e of side) {

@@ -3,6 +3,7 @@ import type { Ctx } from '../route.js'
 import type { ChatCompletionReq, ChatMessage, SamplingReq } from '../../schemas/chat.js'
 import { ProjectIdSchema } from '../../schemas/common.js'
 import type { GenerateRequest } from '../../inference/protocol.js'
+import type { PromptRequest } from '../../inference/request.js'
 import type { TemplateMessage } from '../../inference/tokenizer.js'
 import type { Principal } from '../../core/principal.js'
 import { checkStructuredOutputs, constraintOf } from './structured.js'
@@ -23,8 +24,6 @@ export function chatProject(headers: Ctx['headers'], principal: Principal | null
 
 /** Fields whose feature comes with a later piece of work: refused clearly rather than ignored. */
 function refuseNotYet(b: SamplingReq): void {
-  const later = 'is not supported by this server yet'
-  if (b.use_beam_search) throw bad(`Beam search (\`use_beam_search\`) ${later}.`, 'use_beam_search')
   if (b.logits_processors && b.logits_processors.length)
     throw bad('The `logits_processors` argument is not supported by this server.', 'logits_processors')
 }
@@ -101,21 +100,8 @@ export function templateKwargs(b: Pick<ChatCompletionReq, 'reasoning_effort' | '
   return { reasoning_effort: b.reasoning_effort, enable_thinking: b.reasoning_effort !== 'none', ...(b.chat_template_kwargs ?? {}) }
 }
 
-/** The prompt-rendering fields of the engine's request (what a chat turns into a prompt). */
-export type PromptFields = Pick<
-  GenerateRequest,
-  | 'messages'
-  | 'addGenerationPrompt'
-  | 'continueFinalMessage'
-  | 'addSpecialTokens'
-  | 'tools'
-  | 'documents'
-  | 'chatTemplate'
-  | 'chatTemplateKwargs'
->
-
 /** What the engine's request takes from the fields chat and legacy completions share. */
-export type SamplingFields = Omit<GenerateRequest, keyof PromptFields | 'id' | 'maxTokens' | 'logprobs' | 'promptLogprobs'>
+export type SamplingFields = Omit<GenerateRequest, keyof PromptRequest | 'id' | 'maxTokens' | 'logprobs' | 'promptLogprobs'>
 
 /** The shared fields translated into the engine's: sampling, stopping, scheduling, the constraint. */
 export function samplingOf(b: SamplingReq): SamplingFields {
@@ -148,6 +134,7 @@ export function samplingOf(b: SamplingReq): SamplingFields {
     stream: b.stream === true,
     constraint: constraintOf(b),
     cacheSalt: b.cache_salt ?? null,
+    beamSearch: b.use_beam_search ? { lengthPenalty: b.length_penalty ?? 1 } : null,
   }
 }
 

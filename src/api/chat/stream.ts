@@ -23,6 +23,8 @@ interface Tally {
   ids: number[][]
   finishes: { finish_reason: string | null; stop_reason: string | number | null }[]
   usage: Usage
+  /** Per choice, the tokens generated so far: a stream cut short is recorded with what it produced. */
+  generated: number[]
   timings: Record<string, number> | null
   failure: string | null
   finished: boolean
@@ -133,6 +135,7 @@ async function* sse(c: Completion, f: Framing): AsyncGenerator<string> {
     ids: Array.from({ length: c.n }, () => [] as number[]),
     finishes: Array.from({ length: c.n }, () => ({ finish_reason: null, stop_reason: null })),
     usage: f.usageOf(0),
+    generated: new Array<number>(c.n).fill(0),
     timings: null,
     failure: null,
     finished: false,
@@ -146,6 +149,8 @@ async function* sse(c: Completion, f: Framing): AsyncGenerator<string> {
         break
       }
       if (e.type === 'delta' || e.type === 'finish') {
+        t.generated[e.choice] = e.completionTokens
+        t.usage = f.usageOf(t.generated.reduce((x, y) => x + y, 0))
         const chunk = textChunk(c, f, t, e)
         if (chunk !== null) yield chunk
       }

@@ -75,6 +75,7 @@ export function filterSql(f: CallFilter | null | undefined, params: Params): { w
     const v = f[name]
     if (!v) continue
     checkFilterList(name, v)
+    if (v.length === 0) continue
     where.push(`list_has_any(m.${name}, ${params.add(listValue(v))})`)
   }
   if (f.trace_roots_only) where.push('m.parent_id IS NULL')

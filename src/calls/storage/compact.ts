@@ -7,6 +7,7 @@ import { FOLDED, latest } from '../model.js'
 import { PARQUET, fileStats, refreshView, segmentFiles, sqlPath } from './parquet.js'
 import { fileName, fsyncPath, writeManifest, type Segment } from './segments.js'
 import type { StorageState } from './state.js'
+import { hit } from '../../core/failpoints.js'
 
 /** Whether a flush should be followed by a compaction: past `maxSegments` flushed (not yet compacted) segments. */
 export function overSegmentLimit(segments: readonly Segment[], maxSegments: number): boolean {
@@ -46,14 +47,17 @@ export async function compactSegments(s: StorageState): Promise<boolean> {
     for (let i = 0; i <= bounds.length; i++) {
       const seg = await compactRange(s, files, i > 0 ? bounds[i - 1]! : null, i < bounds.length ? bounds[i]! : null)
       if (seg) made.push(seg)
+      hit('compact.after-range')
       task.update(i + 1)
     }
   })
   await fsyncPath(s.dir)
   // The flushed segments' highest seq must survive in the manifest (a restart numbers new parts after it).
   if (made.length) made[made.length - 1]!.max_seq = Math.max(made[made.length - 1]!.max_seq, ...old.map((x) => x.max_seq))
+  hit('compact.before-manifest')
   s.manifest = { ...s.manifest, segments: made }
   await writeManifest(s.dir, s.manifest)
+  hit('compact.after-manifest')
   await refreshView(s.maint, s.dir, s.manifest.segments)
   // Queries that bound the old view may still be reading the old files: remove them a little later
   // (a restart removes any that are left).
@@ -69,6 +73,7 @@ async function compactRange(s: StorageState, files: string, lo: string | null, h
   const segName = fileName('seg', s.manifest.next_file++)
   const segPath = path.join(s.dir, segName)
   const tmp = segPath + '.tmp'
+  hit('compact.before-copy')
   const copy = await s.maint.prepare(
     `COPY (SELECT max(seq) AS seq, 'merged' AS kind, project_id, id, ${FOLDED.map(latest).join(', ')},
           max(deleted_at) AS deleted_at,

@@ -4,6 +4,7 @@ import { PARQUET, fileStats, refreshView, sqlPath } from './parquet.js'
 import { fileName, fsyncPath, writeManifest } from './segments.js'
 import { walNumber, type StorageState } from './state.js'
 import { Wal } from './wal.js'
+import { hit } from '../../core/failpoints.js'
 
 /**
  * Moves the tail into a new Parquet segment; false when there was nothing to move. Steps, each safe
@@ -16,6 +17,7 @@ export async function flushTail(s: StorageState): Promise<boolean> {
   if (s.tail.rows === 0 || s.closed) return false
   if (s.tail.failure) throw s.tail.failedError()
   const oldWals = await switchLog(s)
+  hit('flush.after-switch')
   // Every batch logged in the old logs is in the tail before the tail is copied.
   await s.tail.settled(oldWals.map(walNumber))
   // A batch of these logs that missed the tail would be dropped with them: keep the logs (both stay listed).
@@ -24,12 +26,15 @@ export async function flushTail(s: StorageState): Promise<boolean> {
   const segName = fileName('seg', s.manifest.next_file++)
   const segPath = path.join(s.dir, segName)
   const tmp = segPath + '.tmp'
+  hit('flush.before-copy')
   await s.maint.run(
     `COPY (SELECT * EXCLUDE (wal_gen) FROM call_parts WHERE wal_gen IN (${gens}) ORDER BY project_id, id, seq) TO ${sqlPath(tmp)} (${PARQUET})`,
   )
+  hit('flush.after-copy')
   await fsyncPath(tmp)
   await fs.rename(tmp, segPath)
   await fsyncPath(s.dir)
+  hit('flush.after-rename')
   const stats = await fileStats(s.maint, segPath)
   const bytes = (await fs.stat(segPath)).size
   const empty = stats.n === 0
@@ -42,10 +47,12 @@ export async function flushTail(s: StorageState): Promise<boolean> {
     wals: s.manifest.wals.filter((w) => !oldWals.includes(w)),
   }
   await writeManifest(s.dir, s.manifest)
+  hit('flush.after-manifest')
   await refreshView(s.maint, s.dir, s.manifest.segments)
   await s.maint.run(`DELETE FROM call_parts WHERE wal_gen IN (${gens})`)
   s.tail.dropped(oldWals.map(walNumber))
   for (const w of oldWals) await fs.rm(path.join(s.dir, w), { force: true })
+  hit('flush.after-wal-delete')
   return true
 }
 
@@ -54,9 +61,13 @@ async function switchLog(s: StorageState): Promise<string[]> {
   const oldWals = [...s.manifest.wals]
   const newWal = fileName('wal', s.manifest.next_file++)
   const previous = s.wal
-  s.wal = (await Wal.open(path.join(s.dir, newWal))).wal
-  s.manifest = { ...s.manifest, wals: [...oldWals, newWal] }
-  await writeManifest(s.dir, s.manifest)
+  const next = (await Wal.open(path.join(s.dir, newWal))).wal
+  // Listed before it takes appends: a record acknowledged from a log the manifest does not name yet would be
+  // removed, as a stray file, by a start after a crash here (the crash matrix lost calls this way).
+  const manifest = { ...s.manifest, wals: [...oldWals, newWal] }
+  await writeManifest(s.dir, manifest)
+  s.manifest = manifest
+  s.wal = next
   await previous.close()
   return oldWals
 }

@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import { hit } from '../../core/failpoints.js'
 
 /** One immutable Parquet file of call parts. */
 export interface Segment {
@@ -62,6 +63,8 @@ export async function writeManifest(dir: string, m: Manifest): Promise<void> {
   const tmp = path.join(dir, MANIFEST + '.tmp')
   await fs.writeFile(tmp, JSON.stringify(m, null, 1))
   await fsyncPath(tmp)
+  hit('manifest.before-rename')
   await fs.rename(tmp, path.join(dir, MANIFEST))
+  hit('manifest.after-rename')
   await fsyncPath(dir)
 }

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import zlib from 'node:zlib'
+import { hit } from '../../core/failpoints.js'
 
 /**
  * The write-ahead log. A record is `u32 length | u32 crc32 | payload`, little-endian. Appends are
@@ -72,19 +73,31 @@ export class Wal {
       const group = this.pending
       this.pending = []
       try {
+        hit('wal.append')
         await this.fh.writev(group.map((g) => g.buf))
         await this.fh.datasync()
         for (const g of group) this.size += g.buf.length
         for (const g of group) g.resolve()
       } catch (e) {
-        // After a failed write the file's tail is unknown; refuse further appends rather than
-        // acknowledge anything that might sit behind garbage.
-        this.failed = e
+        // After a failed write (a full disk) the file's tail is unknown: cut it back to the last synced
+        // record so later appends can follow once there is room. If even that fails, refuse further
+        // appends rather than acknowledge anything that might sit behind garbage.
+        if (!(await this.cutBack())) this.failed = e
         for (const g of [...group, ...this.pending]) g.reject(e)
         this.pending = []
       }
     }
     this.flushing = false
+  }
+
+  private async cutBack(): Promise<boolean> {
+    try {
+      await this.fh.truncate(this.size)
+      await this.fh.datasync()
+      return true
+    } catch {
+      return false
+    }
   }
 
   /** Waits for in-flight appends, then closes the file. */

@@ -1,0 +1,78 @@
+import type { CallBackend } from '../calls/backend.js'
+import type { CallPart, CallRecord, QueryOptions } from '../calls/model.js'
+import { ClickHouseCalls, type ClickHouseCallsOptions } from './calls.js'
+import { ChdbExecutor, type ChdbOptions } from './chdb-executor.js'
+import type { Executor } from './executor.js'
+import { HttpExecutor, type HttpOptions } from './http-executor.js'
+import { partsOfRecord } from './record.js'
+
+/** Which ClickHouse, and where its tables are. */
+export type ClickHouseTarget =
+  ({ kind: 'clickhouse'; http: HttpOptions } & ClickHouseCallsOptions) | ({ kind: 'chdb'; chdb: ChdbOptions } & ClickHouseCallsOptions)
+
+/**
+ * The call routes' backend (calls/backend.ts) on ClickHouse. Ingest bodies are parsed and validated
+ * in the worker pool as for the embedded store; the record they produce is turned back into parts
+ * here and inserted. Arrow answers and storage sizes are not served yet (the routes say 501).
+ */
+export class ClickHouseCallBackend implements CallBackend {
+  private constructor(
+    readonly name: 'clickhouse' | 'chdb',
+    readonly calls: ClickHouseCalls,
+  ) {}
+
+  /** Connects (or starts chdb) and applies pending migrations. */
+  static async open(target: ClickHouseTarget): Promise<ClickHouseCallBackend> {
+    const exec: Executor = target.kind === 'chdb' ? await ChdbExecutor.open(target.chdb) : new HttpExecutor(target.http)
+    try {
+      return new ClickHouseCallBackend(target.kind, await ClickHouseCalls.open(exec, target))
+    } catch (e) {
+      await exec.close().catch(() => {})
+      throw e
+    }
+  }
+
+  ingestRecord(record: Uint8Array): Promise<void> {
+    return this.calls.ingest(partsOfRecord(record))
+  }
+
+  ingest(parts: CallPart[]): Promise<void> {
+    return this.calls.ingest(parts)
+  }
+
+  read(project: string, id: string): Promise<CallRecord | null> {
+    return this.calls.read(project, id)
+  }
+
+  query(project: string, opts: QueryOptions): Promise<CallRecord[]> {
+    return this.calls.query(project, opts)
+  }
+
+  /** The first batch is read before answering, so ClickHouse's errors get a status rather than cut a stream. */
+  async stream(project: string, opts: QueryOptions): Promise<AsyncIterable<CallRecord[]>> {
+    const batches = this.calls.stream(project, opts)
+    const first = await batches.next()
+    return (async function* () {
+      if (first.done) return
+      yield first.value
+      yield* batches
+    })()
+  }
+
+  count(project: string, opts: QueryOptions): Promise<number> {
+    return this.calls.count(project, opts)
+  }
+
+  withDescendants(project: string, ids: string[]): Promise<string[]> {
+    return this.calls.withDescendants(project, ids)
+  }
+
+  /** ClickHouse's version (`SELECT version()`). */
+  version(): Promise<string> {
+    return this.calls.exec.version()
+  }
+
+  close(): Promise<void> {
+    return this.calls.exec.close()
+  }
+}

@@ -1,0 +1,93 @@
+// The server on the ClickHouse backend (`--storage chdb`): /version and /admin/stats name it, the call
+// routes run on it (update, delete with descendants), the routes it does not serve yet answer 501
+// naming it, and the embedded DuckDB store is not opened at all. The existing call suites run on it
+// with WEFT_STORAGE=chdb (test/helpers/server.ts).
+import { existsSync } from 'node:fs'
+import path from 'node:path'
+import t from 'tap'
+import { chdbResolvable } from '../src/clickhouse/chdb-executor.js'
+import { ROOT, postJson, requestJson, startServer, streamQuery, type TestServer } from './helpers/server.js'
+
+const available = chdbResolvable([ROOT, path.join(ROOT, 'bench', 'peer-deps')].map((d) => path.join(d, 'package.json')))
+if (!available) t.comment('chdb is not installed (npm --prefix bench/peer-deps install): ClickHouse server tests skipped')
+
+const P = 'ch-srv/proj'
+const hex = (n: number) => Array.from({ length: n }, () => Math.floor(Math.random() * 16).toString(16)).join('')
+
+t.test('/version names the embedded backend by default', async (t) => {
+  const s = await startServer({ args: ['--model', 'none'], env: { WEFT_STORAGE: '' } })
+  t.teardown(() => s.stop())
+  const v = await requestJson(s, 'GET', '/version')
+  t.same(v.json.storage, { backend: 'embedded' })
+  t.ok(existsSync(path.join(s.dataDir, 'calls')), 'the embedded store is opened')
+})
+
+t.test('on chdb', { skip: !available && 'chdb not installed' }, async (t) => {
+  const s = await startServer({ args: ['--model', 'none', '--storage', 'chdb'] })
+  t.teardown(() => s.stop())
+
+  await t.test('/version and /admin/stats name the backend and its version', async (t) => {
+    const v = await requestJson(s, 'GET', '/version')
+    t.equal(v.json.storage.backend, 'chdb')
+    t.match(v.json.storage.clickhouse_version, /^\d+\.\d+\.\d+/)
+    const a = await requestJson(s, 'GET', '/admin/stats')
+    t.same(a.json.storage, v.json.storage)
+    t.equal(a.json.calls, null, 'no embedded store state')
+    t.ok(existsSync(path.join(s.dataDir, 'chdb')), 'chdb keeps its data under the data directory by default')
+    t.notOk(existsSync(path.join(s.dataDir, 'calls')), 'the embedded calls store is not opened')
+  })
+
+  await t.test('update and delete with descendants run on ClickHouse', async (t) => {
+    const trace = hex(32)
+    const [root, child, grandchild, other] = [hex(16), hex(16), hex(16), hex(16)]
+    const start = (id: string, parent: string | null, i: number) => ({
+      start: {
+        project_id: P,
+        id,
+        trace_id: trace,
+        parent_id: parent,
+        op_name: 'op',
+        started_at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
+        inputs: {},
+        attributes: {},
+      },
+    })
+    const batch = [start(root, null, 0), start(child, root, 1), start(grandchild, child, 2), start(other, null, 3)].map((req) => ({
+      mode: 'start',
+      req,
+    }))
+    t.equal((await postJson(s, '/call/upsert_batch', { batch })).status, 200)
+
+    t.equal((await postJson(s, '/call/update', { project_id: P, call_id: child, display_name: 'Named' })).status, 200)
+    t.equal((await postJson(s, '/call/read', { project_id: P, id: child })).json.call.display_name, 'Named')
+    t.equal((await postJson(s, '/call/update', { project_id: P, call_id: hex(16), display_name: 'x' })).status, 404, 'unknown call')
+
+    const del = await postJson(s, '/calls/delete', { project_id: P, call_ids: [root] })
+    t.same([del.status, del.json.num_deleted], [200, 3], 'the root, its child and grandchild')
+    t.same(
+      (await streamQuery(s, { project_id: P })).map((c) => c.id),
+      [other],
+    )
+    t.equal((await postJson(s, '/calls/query_stats', { project_id: P })).json.count, 1)
+    t.equal((await postJson(s, '/call/read', { project_id: P, id: grandchild })).json.call, null)
+  })
+
+  await t.test('what the backend does not serve yet: 501 naming it, not an answer from DuckDB', async (t) => {
+    const notServed = async (r: Promise<{ status: number; json: any }>, what: string) => {
+      const a = await r
+      t.equal(a.status, 501, what)
+      t.match(a.json?.reason, /chdb storage backend/, what)
+    }
+    await notServed(postJson(s, '/calls/stats', { project_id: P, start: '2026-01-01T00:00:00Z' }), 'statistics')
+    await notServed(postJson(s, '/obj/read', { project_id: P, object_id: 'x', digest: 'latest' }), 'objects')
+    await notServed(postJson(s, '/calls/query', { project_id: P, include_costs: true }), 'costs')
+    await notServed(postJson(s, '/calls/query_stats', { project_id: P, include_total_storage_size: true }), 'storage size')
+    await notServed(postJson(s, '/calls/query', { project_id: P, expand_columns: ['inputs.x'] }), 'expand_columns')
+    const arrow = fetch(s.url + '/calls/stream_query', {
+      method: 'POST',
+      headers: { ...s.basic(), 'content-type': 'application/json', accept: 'application/vnd.apache.arrow.stream' },
+      body: JSON.stringify({ project_id: P }),
+    }).then(async (r) => ({ status: r.status, json: await r.json() }))
+    await notServed(arrow, 'Arrow')
+  })
+})
