@@ -32,9 +32,11 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   // Replay every log the manifest still lists; only the last one takes appends.
   const logs: { wal: Wal; records: Buffer[] }[] = []
   for (const name of manifest.wals) {
-    const opened = await Wal.open(path.join(dir, checkName(name)))
+    const file = path.join(dir, checkName(name))
+    const opened = await Wal.open(file, (damaged) => quarantineDamage(dir, file, damaged))
     logs.push(opened)
     recovered.truncatedBytes += opened.truncatedBytes
+    recovered.quarantined += opened.damaged.length
   }
   for (const l of logs.slice(0, -1)) await l.wal.close()
   const storage = new Storage(dir, manifest, logs[logs.length - 1]!.wal, db, writer, maint, tail, opts, recovered)
@@ -63,6 +65,17 @@ async function openDir(dir: string): Promise<Manifest> {
   const live = new Set([MANIFEST_FILE, 'LOCK', QUARANTINE, ...manifest.segments.map((x) => x.file), ...manifest.wals])
   for (const f of await fs.readdir(dir)) if (!live.has(f)) await fs.rm(path.join(dir, f), { force: true })
   return manifest
+}
+
+/** Damaged stretches of a log, kept whole in the quarantine file before the log is rewritten without them. */
+async function quarantineDamage(dir: string, file: string, damaged: Buffer[]): Promise<void> {
+  for (const d of damaged) await fs.appendFile(path.join(dir, QUARANTINE), walRecord(d))
+  await fsyncPath(path.join(dir, QUARANTINE))
+  await fsyncPath(dir)
+  const bytes = damaged.reduce((a, d) => a + d.length, 0)
+  process.emitWarning(
+    `calls store: ${path.basename(file)} had ${damaged.length} damaged stretch(es) (${bytes} bytes) before intact records: moved to ${QUARANTINE}, the records after them kept`,
+  )
 }
 
 /** One log's records into the tail, numbered on from the storage's seq. */

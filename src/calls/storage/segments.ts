@@ -54,7 +54,11 @@ export async function readManifest(dir: string): Promise<Manifest | null> {
     return m
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null
-    throw e
+    // The manifest is the list of what the store holds: a start without it could only guess, so it refuses.
+    const file = path.join(dir, MANIFEST)
+    throw new Error(
+      `the calls manifest ${file} cannot be read (${(e as Error).message}); the segments and logs it lists are untouched: repair or restore the file to start`,
+    )
   }
 }
 

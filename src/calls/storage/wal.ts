@@ -25,29 +25,28 @@ export class Wal {
 
   /**
    * Opens (creating) the log and returns every intact record in order. A torn tail — a crash in the
-   * middle of a write, which was therefore never acknowledged — is cut off.
+   * middle of a write, which was therefore never acknowledged — is cut off. A damaged record with intact
+   * records after it (a flipped bit, not a crash: those records were acknowledged) is handed to `quarantine`
+   * and left out, and the log is rewritten without it; the records after it are kept.
    */
-  static async open(file: string): Promise<{ wal: Wal; records: Buffer[]; truncatedBytes: number }> {
+  static async open(file: string, quarantine?: (damaged: Buffer[]) => Promise<void>): Promise<OpenedWal> {
     await fs.mkdir(path.dirname(file), { recursive: true })
-    const fh = await fs.open(file, 'a+')
-    const data = await fs.readFile(file)
-    const records: Buffer[] = []
-    let off = 0
-    while (off + 8 <= data.length) {
-      const len = data.readUInt32LE(off)
-      const crc = data.readUInt32LE(off + 4)
-      if (off + 8 + len > data.length) break
-      const payload = data.subarray(off + 8, off + 8 + len)
-      if (crc32(payload) !== crc) break
-      records.push(Buffer.from(payload))
-      off += 8 + len
+    const data = await fs.readFile(file).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? Buffer.alloc(0) : Promise.reject(e)))
+    const { records, damaged, end } = scan(data)
+    if (damaged.length) {
+      await quarantine?.(damaged)
+      await rewrite(file, records)
+      const fh = await fs.open(file, 'a+')
+      const size = records.reduce((a, r) => a + 8 + r.length, 0)
+      return { wal: new Wal(fh, file, size), records, truncatedBytes: data.length - end, damaged }
     }
-    const truncatedBytes = data.length - off
+    const fh = await fs.open(file, 'a+')
+    const truncatedBytes = data.length - end
     if (truncatedBytes > 0) {
-      await fh.truncate(off)
+      await fh.truncate(end)
       await fh.datasync()
     }
-    return { wal: new Wal(fh, file, off), records, truncatedBytes }
+    return { wal: new Wal(fh, file, end), records, truncatedBytes, damaged }
   }
 
   get bytes(): number {
@@ -104,6 +103,83 @@ export class Wal {
   async close(): Promise<void> {
     while (this.flushing || this.pending.length > 0) await new Promise((r) => setTimeout(r, 1))
     await this.fh.close()
+  }
+}
+
+export interface OpenedWal {
+  wal: Wal
+  records: Buffer[]
+  truncatedBytes: number
+  /** Damaged stretches that intact records followed: set aside, not replayed. */
+  damaged: Buffer[]
+}
+
+/** The intact record at `off`, if one starts there. */
+function recordAt(data: Buffer, off: number): Buffer | null {
+  if (off + 8 > data.length) return null
+  const len = data.readUInt32LE(off)
+  // No record is empty: eight zero bytes (a file extended but never written) are no record.
+  if (len === 0 || off + 8 + len > data.length) return null
+  const payload = data.subarray(off + 8, off + 8 + len)
+  return crc32(payload) === data.readUInt32LE(off + 4) ? payload : null
+}
+
+/**
+ * The offset after `from` where an intact record starts, or -1. The checksums tried are bounded (a few times the
+ * log's size): past that the rest counts as a torn tail, as it would have before.
+ */
+function resync(data: Buffer, from: number): number {
+  let budget = 8 * data.length
+  for (let at = from; at + 8 <= data.length; at++) {
+    const len = data.readUInt32LE(at)
+    if (len === 0 || at + 8 + len > data.length) continue
+    if ((budget -= len) < 0) return -1
+    if (recordAt(data, at)) return at
+  }
+  return -1
+}
+
+/**
+ * The log's intact records, the damaged stretches between them, and where the last intact record ends. After a
+ * bad record the scan looks for the next offset where an intact record starts (a false match needs a CRC-32
+ * collision); when there is none the rest is a torn tail.
+ */
+function scan(data: Buffer): { records: Buffer[]; damaged: Buffer[]; end: number } {
+  const records: Buffer[] = []
+  const damaged: Buffer[] = []
+  let off = 0
+  let end = 0
+  while (off + 8 <= data.length) {
+    const payload = recordAt(data, off)
+    if (payload) {
+      records.push(Buffer.from(payload))
+      off = end = off + 8 + payload.length
+      continue
+    }
+    const next = resync(data, off + 1)
+    if (next < 0) break
+    damaged.push(Buffer.from(data.subarray(off, next)))
+    off = next
+  }
+  return { records, damaged, end }
+}
+
+/** Replaces the log with just these records: written aside, synced, renamed over it. */
+async function rewrite(file: string, records: Buffer[]): Promise<void> {
+  const tmp = file + '.repair'
+  const fh = await fs.open(tmp, 'w')
+  try {
+    await fh.writev(records.map(walRecord))
+    await fh.datasync()
+  } finally {
+    await fh.close()
+  }
+  await fs.rename(tmp, file)
+  const dir = await fs.open(path.dirname(file), 'r')
+  try {
+    await dir.sync()
+  } finally {
+    await dir.close()
   }
 }
 
