@@ -25,10 +25,17 @@ function makeAjv(coerce: boolean) {
 const bodyAjv = makeAjv(false)
 const queryAjv = makeAjv(true)
 
-/** Compiles once at start; the returned function lists every problem, or null when the value is valid. */
+/**
+ * The returned function lists every problem, or null when the value is valid. The schema is compiled at its
+ * first use, not here: compiling every route's schemas took ~0.6 s of CPU at each start (more in each ingest
+ * worker), most of it for routes a given process never sees; a first request pays a few milliseconds instead.
+ */
 export function compileValidator(schema: TSchema, where: Location): Validator {
-  const fn: ValidateFunction = (where === 'body' ? bodyAjv : queryAjv).compile(schema)
-  return (value) => (fn(value) ? null : toDetails(fn.errors ?? [], where))
+  let fn: ValidateFunction | null = null
+  return (value) => {
+    fn ??= (where === 'body' ? bodyAjv : queryAjv).compile(schema)
+    return fn(value) ? null : toDetails(fn.errors ?? [], where)
+  }
 }
 
 const TYPE_NAMES: Record<string, string> = {

@@ -71,11 +71,16 @@ export async function startServer(
 ): Promise<TestServer> {
   const dataDir = opts.dataDir ?? tempDir()
   const key = opts.key === undefined ? 'test-admin-key-' + Math.random().toString(36).slice(2) : opts.key
-  // The geo ranges are parsed at the first /geolocate rather than at every start (seconds of CPU per server).
-  const env: Record<string, string> = { ...process.env, WEFT_LOG_LEVEL: 'warn', WEFT_GEO_PRELOAD: 'false', ...opts.env } as Record<
-    string,
-    string
-  >
+  // The geo ranges are parsed at the first /geolocate rather than at every start (seconds of CPU per server), and
+  // one ingest worker starts instead of one per core (each loads the ingest modules: ~0.7 s of CPU); a file or a
+  // start that tests the pool's parallelism sets WEFT_INGEST_WORKERS itself.
+  const env: Record<string, string> = {
+    WEFT_INGEST_WORKERS: '1',
+    ...process.env,
+    WEFT_LOG_LEVEL: 'warn',
+    WEFT_GEO_PRELOAD: 'false',
+    ...opts.env,
+  } as Record<string, string>
   if (key !== null) env.WEFT_API_KEY = key
   else delete env.WEFT_API_KEY
   const proc = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--data-dir', dataDir, ...(opts.args ?? [])], {
