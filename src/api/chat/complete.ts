@@ -2,11 +2,12 @@ import { randomUUID } from 'node:crypto'
 import type { Ctx, Reply } from '../route.js'
 import { ChatCompletionReqSchema, type ChatCompletionReq } from '../../schemas/chat.js'
 import type { ModelPool as ModelServer } from '../../inference/client.js'
-import { checkRequest, chatProject, templateMessages, toGenerate } from './request.js'
+import { checkRequest, templateMessages, toGenerate } from './request.js'
 import { recordCompletion, type CompletionRecorder } from './record.js'
 import { accepted, type Completion } from './completion.js'
 import { completionReply } from './aggregate.js'
 import { streamReply } from './stream.js'
+import { beginCompletion } from './begin.js'
 import { jsonBody, SEED_RANGE } from './body.js'
 import { toolMode, withToolConstraint } from './tools.js'
 import type { OutputSpec } from './tools-output.js'
@@ -32,11 +33,7 @@ export function completeHandler(o: CompleteOptions) {
   return async function complete(ctx: Ctx): Promise<Reply> {
     const b = read(ctx)
     checkRequest(b, o.priorityScheduling)
-    const model = o.pick(b.model)
-    const project = chatProject(ctx.headers, ctx.principal)
-    const started = Date.now()
-    const requestId = b.request_id || ctx.headers['x-request-id'] || randomUUID().replaceAll('-', '')
-    const id = `chatcmpl-${requestId}`
+    const { model, id, call } = beginCompletion(ctx, o.pick, b, 'chatcmpl')
     const mode = toolMode(b, o.toolCallParser ?? model.info.toolCallParser ?? null)
     const gen = toGenerate(withToolConstraint(b, mode), `${id}-${randomUUID()}`)
     const spec: OutputSpec = {
@@ -55,15 +52,6 @@ export function completeHandler(o: CompleteOptions) {
     const name = model.info.name
     const lastMessage = b.messages[b.messages.length - 1]!
     const role = gen.addGenerationPrompt ? 'assistant' : lastMessage.role
-    const call = {
-      project,
-      model: name,
-      backend: model.info.backend,
-      id,
-      started,
-      request: b,
-      userId: ctx.principal?.userId ?? 'anonymous',
-    }
     const c: Completion = {
       id,
       created: Math.floor(Date.now() / 1000),

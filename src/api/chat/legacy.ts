@@ -12,13 +12,14 @@ import type { Ctx, Reply } from '../route.js'
 import { CompletionReqSchema, type CompletionReq } from '../../schemas/completions.js'
 import type { GenerateRequest, PromptLogprobs } from '../../inference/protocol.js'
 import type { ModelPool as ModelServer } from '../../inference/client.js'
-import { bad, chatProject, checkSampling, samplingOf } from './request.js'
+import { bad, checkSampling, samplingOf } from './request.js'
 import { jsonBody, SEED_RANGE } from './body.js'
 import { accepted, type Accepted } from './completion.js'
 import type { Legacy, PromptRun } from './legacy-completion.js'
 import { recordCompletion, TEXT_KIND } from './record.js'
 import { asDomainError } from './models.js'
 import type { CompleteOptions } from './complete.js'
+import { beginCompletion } from './begin.js'
 import { legacyReply } from './legacy-reply.js'
 import { legacyStream } from './legacy-stream.js'
 
@@ -140,22 +141,9 @@ export function legacyHandler(o: CompleteOptions) {
   return async function completions(ctx: Ctx): Promise<Reply> {
     const b = read(ctx)
     checkLegacy(b, o.priorityScheduling)
-    const model = o.pick(b.model)
-    const project = chatProject(ctx.headers, ctx.principal)
-    const started = Date.now()
-    const id = `cmpl-${b.request_id || ctx.headers['x-request-id'] || randomUUID().replaceAll('-', '')}`
+    const { model, id, call } = beginCompletion(ctx, o.pick, b, 'cmpl', TEXT_KIND)
     const runs = await startRuns(b, model, id, ctx.signal)
     const name = model.info.name
-    const call = {
-      project,
-      model: name,
-      backend: model.info.backend,
-      id,
-      started,
-      request: b,
-      userId: ctx.principal?.userId ?? 'anonymous',
-      kind: TEXT_KIND,
-    }
     const c: Legacy = {
       id,
       created: Math.floor(Date.now() / 1000),
