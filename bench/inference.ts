@@ -2,11 +2,12 @@
  * Chat inference: weft (TF.js, one worker per model) against llama.cpp (node-llama-cpp, in this
  * process) on the same weights, for the built-in tiny model and a ~100M-parameter Llama model.
  *   npm --prefix bench/peer-deps install         # node-llama-cpp, kept out of weft's own install
- *   node dist/bench/inference.js [--models tiny,100m] [--concurrency 1,4,16,64] [--tokens 64] [--runs 3] [--replicas N] [--llama-threads N]
+ *   node dist/bench/inference.js [--models tiny,100m] [--concurrency 1,4,16,64] [--tokens 64] [--runs 3] [--replicas N] [--llama-threads N] [--ttft 1000,4000]
  * Per model: single-stream time to first token and decode tokens/s, then aggregate tokens/s with
  * 1, 4, 16 and 64 streams at once; greedy, end-of-sequence ignored, the same prompt token ids on
  * both sides. Before timing, both sides' greedy tokens are checked equal (the same model). Runs
- * alternate between the two. Writes bench/results/inference-<stamp>.json and .svg.
+ * alternate between the two. With --ttft, per prompt length: weft's time to first token cold and on a
+ * prefix-cache hit (the same prompt again), and llama.cpp's cold. Writes bench/results/inference-<stamp>.json and .svg.
  */
 import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -27,6 +28,7 @@ const models = (flags.models ?? 'tiny,100m').split(',')
 const levels = (flags.concurrency ?? '1,4,16,64').split(',').map(Number)
 const TOKENS = Number(flags.tokens ?? 64)
 const RUNS = Number(flags.runs ?? 3)
+const TTFT = flags.ttft ? flags.ttft.split(',').map(Number) : []
 // One wasm worker computes on one core; llama.cpp uses every core: weft runs a replica per core.
 const REPLICAS = Number(flags.replicas ?? os.cpus().length)
 const KEY = 'bench-key'
@@ -199,6 +201,7 @@ async function main(): Promise<void> {
         )
       }
     }
+    const ttft = await ttftByLength(server.url, headers, model, threads)
     const stats = (await (await fetch(server.url + '/admin/stats', { headers })).json()) as Json
     const sp = (xs: number[]) => spread(xs)
     const res = {
@@ -223,6 +226,7 @@ async function main(): Promise<void> {
           },
         ]),
       ),
+      ttft_ms_by_prompt_tokens: ttft,
       memory: { weft_server_rss_bytes: stats.memory.rss_bytes, bench_process_rss_bytes_with_llama_cpp: process.memoryUsage().rss },
     }
     const s1 = res.single_stream
@@ -277,6 +281,58 @@ async function main(): Promise<void> {
   )
   process.stdout.write(`wrote bench/results/inference-${stamp}.json and .svg\n`)
   process.exit(0)
+}
+
+/** Prompt token ids of a given length from a seed (within the model's 300 first ids: every vocabulary here has them). */
+function promptOf(n: number, seed: number): number[] {
+  let x = seed
+  return Array.from({ length: n }, () => ((x = (x * 1103515245 + 12345) % 2 ** 31), 3 + (x % 300)))
+}
+
+/**
+ * Time to first token for each --ttft prompt length: weft cold (a prompt never seen), weft on a
+ * prefix-cache hit (the same prompt again: all but its last partial block cached), llama.cpp cold.
+ */
+async function ttftByLength(
+  url: string,
+  headers: Record<string, string>,
+  model: { createContext(o: Record<string, unknown>): Promise<{ getSequence(): LlamaSequence; dispose(): Promise<void> }> },
+  threads: number,
+): Promise<Record<number, Json>> {
+  const out: Record<number, Json> = {}
+  for (const n of TTFT) {
+    const prompt = promptOf(n, n)
+    const weft = async () => {
+      const t0 = performance.now()
+      const res = await fetch(url + '/v1/completions', {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ model: 'm', prompt, max_tokens: 1 }),
+      })
+      const r = (await res.json()) as Json
+      // A refused prompt would time the refusal: fail loudly instead.
+      if (!res.ok) throw new Error(`TTFT ${n} tokens: ${res.status} ${JSON.stringify(r)}`)
+      return { ms: round(performance.now() - t0), cached: r.usage?.prompt_tokens_details?.cached_tokens ?? null }
+    }
+    const cold = await weft()
+    const hit = await weft()
+    const ctx = await model.createContext({ contextSize: n + 16, threads, batchSize: 512 })
+    const t0 = performance.now()
+    for await (const _ of ctx.getSequence().evaluate(prompt, { temperature: 0 })) break
+    const llamaCold = round(performance.now() - t0)
+    await ctx.dispose()
+    out[n] = {
+      weft_cold: cold.ms,
+      weft_prefix_hit: hit.ms,
+      cached_tokens: hit.cached,
+      hit_speedup: round(cold.ms / hit.ms),
+      llama_cpp_cold: llamaCold,
+    }
+    process.stdout.write(
+      `  TTFT ${n} tokens: weft cold ${cold.ms.toFixed(0)} ms, prefix hit ${hit.ms.toFixed(0)} ms (${hit.cached} cached), llama.cpp cold ${llamaCold.toFixed(0)} ms\n`,
+    )
+  }
+  return out
 }
 
 const round = (x: number) => Math.round(x * 1000) / 1000

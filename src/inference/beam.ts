@@ -10,8 +10,7 @@
  * The prompt is prefilled once; a beam kept by more than one child is forked by cloning its KV
  * cache (TF.js clones share the data; each child's next step concatenates onto its own copy).
  */
-import * as tf from '@tensorflow/tfjs'
-import { KVCache } from './kv-cache.js'
+import type { KVCache } from './kv-cache.js'
 import type { LlamaModel } from './llama.js'
 import type { GenerateRequest, TokenLogprob, WorkerEvent } from './protocol.js'
 import { RequestError, now, prepare, type Active, type Preparer } from './request.js'
@@ -105,9 +104,7 @@ export class BeamRun {
   private prefill(cache: KVCache): Float32Array {
     const V = this.model.vocabSize
     const all = this.a.promptLogprobs !== null
-    const [l] = this.model.forward([{ tokens: this.a.promptIds, cache, allLogits: all }])
-    const data = l!.dataSync() as Float32Array
-    l!.dispose()
+    const [data] = this.model.forward([{ tokens: this.a.promptIds, cache, allLogits: all }]) as [Float32Array]
     if (all) this.out.promptLogprobs(this.a, data, 0, this.a.promptIds.length, V)
     return logSoftmax(data.subarray(data.length - V))
   }
@@ -116,11 +113,7 @@ export class BeamRun {
   private forward(tokens: number[][]): Float32Array[] {
     const V = this.model.vocabSize
     const logits = this.model.forward(this.live.map((b, i) => ({ tokens: tokens[i]!, cache: b.cache! })))
-    return logits.map((l) => {
-      const data = l.dataSync() as Float32Array
-      l.dispose()
-      return logSoftmax(data.subarray(data.length - V))
-    })
+    return logits.map((data) => logSoftmax(data.subarray(data.length - V)))
   }
 
   /** Every live beam's 2·width most likely continuations: finished ones set aside, the rest returned. */
@@ -203,7 +196,7 @@ export class BeamRun {
       if (!taken.has(c.parent)) {
         taken.add(c.parent)
         c.cache = from
-      } else c.cache = cloneCache(from)
+      } else c.cache = from.clone()
     }
     for (const b of this.live) if (!taken.has(b)) b.cache?.dispose()
     return kept.map(({ parent: _parent, ...b }) => b)
@@ -271,17 +264,6 @@ export class BeamRun {
     for (const b of this.live) b.cache?.dispose()
     this.live = []
   }
-}
-
-/** A copy of a cache sharing its tensors' data. */
-function cloneCache(from: KVCache): KVCache {
-  const c = new KVCache(from.keys.length)
-  for (let l = 0; l < from.keys.length; l++) {
-    c.keys[l] = from.keys[l] ? tf.clone(from.keys[l]!) : null
-    c.values[l] = from.values[l] ? tf.clone(from.values[l]!) : null
-  }
-  c.length = from.length
-  return c
 }
 
 /** A beam-search request made ready: checked and tokenized like any other, without a sampler's checks. */

@@ -381,11 +381,7 @@ export class Engine {
     const logits = this.model.forward(work.map((w) => ({ tokens: w.tokens, cache: w.choice.cache, allLogits: w.all })))
     const masks = asked && (await asked)
     const t = now()
-    for (const [i, w] of work.entries()) {
-      const l = logits[i]!
-      if (!w.active.cancelled && (w.samples || w.all)) this.take(w, l.dataSync() as Float32Array, t, masks)
-      l.dispose()
-    }
+    for (const [i, w] of work.entries()) if (!w.active.cancelled && (w.samples || w.all)) this.take(w, logits[i]!, t, masks)
     for (let i = this.running.length - 1; i >= 0; i--) {
       const a = this.running[i]!
       if (a.choices.every((c) => c.finished)) {
@@ -449,15 +445,11 @@ export class Engine {
     }
   }
 
-  /** After choice 0 prefilled the prompt: the other choices share its keys and values (clones share the data). */
+  /** After choice 0 prefilled the prompt: the other choices start from copies of its keys and values. */
   private fork(a: Active, first: Choice): void {
     for (const c of a.choices) {
       if (c === first) continue
-      for (let l = 0; l < c.cache.keys.length; l++) {
-        c.cache.keys[l] = tf.clone(first.cache.keys[l]!)
-        c.cache.values[l] = tf.clone(first.cache.values[l]!)
-      }
-      c.cache.length = first.cache.length
+      c.cache = first.cache.clone()
       c.pos = first.pos
     }
   }

@@ -1,7 +1,8 @@
 import * as tf from '@tensorflow/tfjs'
 import type { Tensor } from './safetensors.js'
 import { KVCache, type Step } from './kv-cache.js'
-import { block, rmsNorm, type CacheWrites, type Dims, type Layer, type Rotation } from './llama-layers.js'
+import { block, rmsNorm, type Dims, type Layer } from './llama-layers.js'
+import { rotationOf } from './attention.js'
 
 /** The fields of a Hugging Face `config.json` the Llama family (Llama, Mistral, Qwen2) needs. */
 export interface LlamaConfig {
@@ -153,7 +154,7 @@ export class LlamaModel {
   private readonly head: tf.Tensor2D
   private readonly layers: Layer[]
   private readonly norm: tf.Tensor1D
-  private readonly invFreq: tf.Tensor1D
+  private readonly invFreq: Float32Array
   private readonly ropeScale: number
 
   private constructor(
@@ -179,7 +180,7 @@ export class LlamaModel {
     this.layers = []
     for (let l = 0; l < c.num_hidden_layers; l++) this.layers.push(loadLayer(r, c, this.dims, l))
     const freqs = rope(c, this.headDim)
-    this.invFreq = tf.tensor1d(freqs.invFreq)
+    this.invFreq = freqs.invFreq
     this.ropeScale = freqs.scale
   }
 
@@ -196,29 +197,48 @@ export class LlamaModel {
   }
 
   newCache(): KVCache {
-    return new KVCache(this.layers.length)
+    return new KVCache(this.layers.length, this.kvHeads * this.headDim)
   }
 
   /**
    * Runs the steps' new tokens through the model, appends their keys and values to each cache, and
-   * returns per step the logits [positions, vocab] (the last position, or all with allLogits).
-   * The caller disposes the returned tensors.
+   * returns per step its logits, [positions × vocab] row by row (the last position, or all with
+   * allLogits), read back in one transfer.
    */
-  forward(steps: Step[]): tf.Tensor2D[] {
+  forward(steps: Step[]): Float32Array[] {
     const { ids, positions } = this.stack(steps)
-    const io: CacheWrites = { kept: [], replaced: [] }
-    const out = tf.tidy(() => {
-      const rotation = this.rotation(positions)
+    for (const s of steps) s.cache.reserve(s.tokens.length)
+    const rotation = rotationOf(positions, this.invFreq, this.ropeScale)
+    const data = tf.tidy(() => {
       let x = tf.gather(this.embed, tf.tensor1d(ids, 'int32')) as tf.Tensor2D
-      for (const [l, L] of this.layers.entries()) x = block(this.dims, L, l, x, steps, rotation, io)
-      x = rmsNorm(x, this.norm, this.dims.eps)
-      // The caches' new tensors outlive this pass; everything else is freed.
-      return { logits: this.logits(x, steps), kept: io.kept }
+      for (const [l, L] of this.layers.entries()) x = block(this.dims, L, l, x, steps, rotation)
+      const rows = this.wantedRows(steps)
+      if (rows.length < ids.length) x = tf.gather(x, tf.tensor1d(rows, 'int32'))
+      return tf.matMul(rmsNorm(x, this.norm, this.dims.eps), this.head).dataSync() as Float32Array
     })
-    // The tensors the caches held before this pass were replaced by longer ones.
-    for (const t of io.replaced) t.dispose()
     for (const s of steps) s.cache.length += s.tokens.length
-    return out.logits
+    const V = this.vocabSize
+    const out: Float32Array[] = []
+    let at = 0
+    for (const s of steps) {
+      const n = s.allLogits ? s.tokens.length : 1
+      out.push(data.subarray(at * V, (at + n) * V))
+      at += n
+    }
+    return out
+  }
+
+  /** The rows of the stacked tokens whose logits are wanted: each step's last, or all its rows with allLogits. */
+  private wantedRows(steps: Step[]): number[] {
+    const rows: number[] = []
+    let at = 0
+    for (const s of steps) {
+      const n = s.tokens.length
+      if (s.allLogits) for (let i = 0; i < n; i++) rows.push(at + i)
+      else rows.push(at + n - 1)
+      at += n
+    }
+    return rows
   }
 
   /** The steps' new tokens stacked, with their positions. */
@@ -236,30 +256,8 @@ export class LlamaModel {
     return { ids, positions }
   }
 
-  private rotation(positions: number[]): Rotation {
-    const D = this.headDim
-    const angles = tf.outerProduct(tf.tensor1d(positions, 'float32'), this.invFreq)
-    const full = tf.concat([angles, angles], 1).reshape([positions.length, 1, D])
-    const cos = (this.ropeScale === 1 ? tf.cos(full) : tf.mul(tf.cos(full), this.ropeScale)) as tf.Tensor3D
-    const sin = (this.ropeScale === 1 ? tf.sin(full) : tf.mul(tf.sin(full), this.ropeScale)) as tf.Tensor3D
-    return { cos, sin }
-  }
-
-  /** Each step's logits from the final hidden states x: its last row, or all its rows with allLogits. */
-  private logits(x: tf.Tensor2D, steps: Step[]): tf.Tensor2D[] {
-    const logits: tf.Tensor2D[] = []
-    let at = 0
-    for (const s of steps) {
-      const n = s.tokens.length
-      const rows = s.allLogits ? x.slice([at, 0], [n, -1]) : x.slice([at + n - 1, 0], [1, -1])
-      logits.push(tf.matMul(rows, this.head))
-      at += n
-    }
-    return logits
-  }
-
   dispose(): void {
-    const all: tf.Tensor[] = [this.embed, this.head, this.norm, this.invFreq]
+    const all: tf.Tensor[] = [this.embed, this.head, this.norm]
     for (const L of this.layers) all.push(...(Object.values(L).filter((t) => t !== null) as tf.Tensor[]))
     for (const t of all) if (!t.isDisposed) t.dispose()
   }

@@ -7,17 +7,16 @@
  * budget needs their room.
  */
 import { createHash } from 'node:crypto'
-import * as tf from '@tensorflow/tfjs'
 import type { KVCache } from './kv-cache.js'
 
 /** Tokens per block: vLLM's default block size. Only full blocks are cached and matched. */
 export const BLOCK_TOKENS = 16
 
-/** One cached block: per layer its keys and values [kvHeads, BLOCK_TOKENS, headDim]. */
+/** One cached block: per layer its keys and values, position-major as in KVCache ([BLOCK_TOKENS, kvHeads × headDim]). */
 export interface Block {
   readonly hash: string
-  readonly keys: tf.Tensor3D[]
-  readonly values: tf.Tensor3D[]
+  readonly keys: Float32Array[]
+  readonly values: Float32Array[]
   /** Running requests holding it; at 0 it is evictable. */
   refs: number
 }
@@ -104,11 +103,10 @@ export class PrefixCache {
     while (this.idleTokens > this.maxIdleTokens && this.evictOne());
   }
 
-  /** Adds a block, pinned once, taking ownership of its tensors; a hash already cached keeps the cached block. */
-  insert(hash: string, keys: tf.Tensor3D[], values: tf.Tensor3D[]): Block {
+  /** Adds a block, pinned once; a hash already cached keeps the cached block. */
+  insert(hash: string, keys: Float32Array[], values: Float32Array[]): Block {
     const had = this.blocks.get(hash)
     if (had) {
-      for (const t of [...keys, ...values]) t.dispose()
       this.acquire([had])
       return had
     }
@@ -129,46 +127,31 @@ export class PrefixCache {
     const b = first.value
     this.idle.delete(b.hash)
     this.blocks.delete(b.hash)
-    for (const t of [...b.keys, ...b.values]) t.dispose()
     return true
   }
 
-  /** Starts a sequence's cache from a chain of blocks: per layer, their keys and values end to end. */
+  /** Starts a sequence's (empty) cache from a chain of blocks: per layer, their keys and values end to end. */
   load(cache: KVCache, blocks: readonly Block[]): void {
     if (!blocks.length) return
+    cache.reserve(blocks.length * BLOCK_TOKENS)
+    const size = BLOCK_TOKENS * cache.width
     for (let l = 0; l < this.layers; l++) {
-      cache.keys[l] = tf.concat(
-        blocks.map((b) => b.keys[l]!),
-        1,
-      )
-      cache.values[l] = tf.concat(
-        blocks.map((b) => b.values[l]!),
-        1,
-      )
+      blocks.forEach((b, i) => {
+        cache.keys[l]!.set(b.keys[l]!, i * size)
+        cache.values[l]!.set(b.values[l]!, i * size)
+      })
     }
     cache.length = blocks.length * BLOCK_TOKENS
   }
 
-  /**
-   * Blocks [from, to) of a sequence's cache as new blocks (or the cached ones of the same hash),
-   * each pinned once. One split per layer and tensor, not one slice per block.
-   */
+  /** Blocks [from, to) of a sequence's cache as new blocks (copies; or the cached ones of the same hash), each pinned once. */
   store(cache: KVCache, hashes: readonly string[], from: number, to: number): Block[] {
-    if (to <= from) return []
-    const n = to - from
-    const pieces = (t: tf.Tensor3D) =>
-      tf.tidy(() => tf.split(t.slice([0, from * BLOCK_TOKENS, 0], [-1, n * BLOCK_TOKENS, -1]), n, 1) as tf.Tensor3D[])
-    const keys = cache.keys.map((t) => pieces(t!))
-    const values = cache.values.map((t) => pieces(t!))
+    const size = BLOCK_TOKENS * cache.width
     const out: Block[] = []
-    for (let i = 0; i < n; i++)
-      out.push(
-        this.insert(
-          hashes[from + i]!,
-          keys.map((k) => k[i]!),
-          values.map((v) => v[i]!),
-        ),
-      )
+    for (let i = from; i < to; i++) {
+      const piece = (a: Float32Array) => a.slice(i * size, (i + 1) * size)
+      out.push(this.insert(hashes[i]!, cache.keys.map(piece), cache.values.map(piece)))
+    }
     return out
   }
 
@@ -178,12 +161,12 @@ export class PrefixCache {
       hitTokens: this.hits,
       blocksInUse: this.blocks.size - this.idle.size,
       blocksCached: this.blocks.size,
-      tensors: this.blocks.size * 2 * this.layers,
+      // Blocks hold plain arrays (outside the TF.js engine) since the KV caches moved out of it.
+      tensors: 0,
     }
   }
 
   dispose(): void {
-    for (const b of this.blocks.values()) for (const t of [...b.keys, ...b.values]) t.dispose()
     this.blocks.clear()
     this.idle.clear()
   }

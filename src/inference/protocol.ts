@@ -142,7 +142,7 @@ export interface EngineStats {
   running_sequences: number
   kv_positions_used: number
   kv_positions: number
-  /** TF.js tensors alive in the worker (model weights, caches, cached blocks). */
+  /** TF.js tensors alive in the worker (the model's weights; KV caches and cached blocks are plain arrays). */
   tensors: number
   /** Automatic prefix caching: on unless the server runs with --no-enable-prefix-caching. */
   prefix_cache: PrefixCacheStats | null
@@ -159,6 +159,6 @@ export interface PrefixCacheStats {
   blocks_in_use: number
   blocks_cached: number
   blocks_total: number
-  /** Tensors the cached blocks hold (part of `tensors`). */
+  /** Tensors the cached blocks hold (part of `tensors`): 0 since blocks are plain arrays; kept for the stats' shape. */
   tensors: number
 }

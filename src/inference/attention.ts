@@ -1,0 +1,155 @@
+/**
+ * Rotary embeddings and causal grouped-query attention over the KV caches, in plain JS on the rows
+ * of the q/k/v product. TF.js has no kernel for attention over ragged caches: done with tensors, each
+ * sequence costs ~16 kernel dispatches a layer (slices, a concatenation copying its whole cache,
+ * two small batched products on the backend's slow path), which at 16–64 streams cost more than the
+ * weight products. Here a layer reads the q/k/v product once, writes the new keys and values into
+ * each cache in place, and hands back one array for the output projection. Sums are in float64.
+ */
+import type { KVCache, Step } from './kv-cache.js'
+
+/** The shape every layer shares. */
+export interface Dims {
+  heads: number
+  kvHeads: number
+  headDim: number
+  eps: number
+}
+
+/** Cosines and sines of the new positions' rotary angles, [tokens, headDim / 2] each (both halves use the same). */
+export interface Rotation {
+  cos: Float64Array
+  sin: Float64Array
+}
+
+/** The rotation of each position (YaRN's attention factor folded into cos and sin). */
+export function rotationOf(positions: readonly number[], invFreq: Float32Array, scale: number): Rotation {
+  const half = invFreq.length
+  const cos = new Float64Array(positions.length * half)
+  const sin = new Float64Array(positions.length * half)
+  positions.forEach((p, t) => {
+    for (let i = 0; i < half; i++) {
+      const a = Math.fround(p * invFreq[i]!)
+      cos[t * half + i] = Math.cos(a) * scale
+      sin[t * half + i] = Math.sin(a) * scale
+    }
+  })
+  return { cos, sin }
+}
+
+/**
+ * Rotates, in place, the q and k heads of the rows of a q/k/v product ([tokens, (heads + 2 kvHeads) ×
+ * headDim]): Hugging Face's rotate-half, x·cos + rotate_half(x)·sin.
+ */
+export function rotateRows(qkv: Float32Array, d: Dims, r: Rotation): void {
+  const D = d.headDim
+  const half = D / 2
+  const stride = (d.heads + 2 * d.kvHeads) * D
+  const rotated = d.heads + d.kvHeads
+  const tokens = qkv.length / stride
+  for (let t = 0; t < tokens; t++) {
+    const at = t * half
+    for (let h = 0; h < rotated; h++) {
+      const o = t * stride + h * D
+      for (let i = 0; i < half; i++) {
+        const a = qkv[o + i]!
+        const b = qkv[o + i + half]!
+        const c = r.cos[at + i]!
+        const s = r.sin[at + i]!
+        qkv[o + i] = a * c - b * s
+        qkv[o + i + half] = b * c + a * s
+      }
+    }
+  }
+}
+
+/**
+ * Attention of layer l for every step: each step's new keys and values (rows [at, at + n) of qkv)
+ * written into its cache at its current length, then each new position attending causally over its
+ * cache. Returns [tokens, heads × headDim].
+ */
+export function attendAll(d: Dims, l: number, qkv: Float32Array, steps: readonly Step[]): Float32Array {
+  const tokens = steps.reduce((s, x) => s + x.tokens.length, 0)
+  const out = new Float32Array(tokens * d.heads * d.headDim)
+  const longest = steps.reduce((m, s) => Math.max(m, s.cache.length + s.tokens.length), 0)
+  const scratch = new Float64Array(longest)
+  let at = 0
+  for (const s of steps) {
+    writeKV(d, s.cache, l, qkv, at, s.tokens.length)
+    for (let i = 0; i < s.tokens.length; i++) attendRow(d, s.cache, l, qkv, at + i, s.cache.length + i + 1, out, scratch)
+    at += s.tokens.length
+  }
+  return out
+}
+
+/** Rows [at, at + n) of the k and v parts of qkv into the cache at positions [length, length + n) (room reserved). */
+function writeKV(d: Dims, c: KVCache, l: number, qkv: Float32Array, at: number, n: number): void {
+  const W = d.kvHeads * d.headDim
+  const stride = (d.heads + 2 * d.kvHeads) * d.headDim
+  const kFrom = d.heads * d.headDim
+  for (let i = 0; i < n; i++) {
+    const row = (at + i) * stride
+    c.keys[l]!.set(qkv.subarray(row + kFrom, row + kFrom + W), (c.length + i) * W)
+    c.values[l]!.set(qkv.subarray(row + kFrom + W, row + kFrom + 2 * W), (c.length + i) * W)
+  }
+}
+
+/**
+ * Every query head of qkv row `t` over the first `S` cached positions, into row t of out. The loops
+ * run over contiguous rows, four products at a time (V8 keeps these in registers): ~2× the plain loop.
+ */
+function attendRow(d: Dims, c: KVCache, l: number, qkv: Float32Array, t: number, S: number, out: Float32Array, p: Float64Array): void {
+  const D = d.headDim
+  const W = d.kvHeads * D
+  const g = d.heads / d.kvHeads
+  const stride = (d.heads + 2 * d.kvHeads) * D
+  const K = c.keys[l]!
+  const V = c.values[l]!
+  const scale = 1 / Math.sqrt(D)
+  const acc = new Float64Array(D)
+  for (let h = 0; h < d.heads; h++) {
+    const q = t * stride + h * D
+    const kv = Math.floor(h / g) * D
+    let max = -Infinity
+    for (let s = 0; s < S; s++) {
+      const dot = dot4(qkv, q, K, s * W + kv, D) * scale
+      p[s] = dot
+      if (dot > max) max = dot
+    }
+    let sum = 0
+    for (let s = 0; s < S; s++) sum += p[s] = Math.exp(p[s]! - max)
+    acc.fill(0)
+    for (let s = 0; s < S; s++) axpy4(acc, p[s]!, V, s * W + kv, D)
+    const o = (t * d.heads + h) * D
+    for (let e = 0; e < D; e++) out[o + e] = acc[e]! / sum
+  }
+}
+
+/** a[i..i+n) · b[j..j+n). */
+function dot4(a: Float32Array, i: number, b: Float32Array, j: number, n: number): number {
+  let s0 = 0
+  let s1 = 0
+  let s2 = 0
+  let s3 = 0
+  const m = n & ~3
+  for (let e = m; e < n; e++) s0 += a[i + e]! * b[j + e]!
+  for (let e = 0; e < m; e += 4) {
+    s0 += a[i + e]! * b[j + e]!
+    s1 += a[i + e + 1]! * b[j + e + 1]!
+    s2 += a[i + e + 2]! * b[j + e + 2]!
+    s3 += a[i + e + 3]! * b[j + e + 3]!
+  }
+  return s0 + s1 + s2 + s3
+}
+
+/** acc[0..n) += w · b[j..j+n). */
+function axpy4(acc: Float64Array, w: number, b: Float32Array, j: number, n: number): void {
+  const m = n & ~3
+  for (let e = m; e < n; e++) acc[e] += w * b[j + e]!
+  for (let e = 0; e < m; e += 4) {
+    acc[e] += w * b[j + e]!
+    acc[e + 1] += w * b[j + e + 1]!
+    acc[e + 2] += w * b[j + e + 2]!
+    acc[e + 3] += w * b[j + e + 3]!
+  }
+}
