@@ -38,6 +38,7 @@ Usage:
   weft bench trace [--base-url URL] [--project entity/project] [--api-key K] [--batch-size N]
              [--connections N] [--payload-bytes N] [--models N] [--duration S | --count N]
              [--rate CALLS_PER_S|inf] [--query-interval S] [--result-dir D] [--result-filename F]
+  weft bench compare A.json B.json [...] [--format table|markdown|json]
   weft version
 
 Environment: WEFT_HOST (${DEFAULTS.host}), WEFT_PORT (${DEFAULTS.port}), WEFT_DATA_DIR (${DEFAULTS.dataDir}),

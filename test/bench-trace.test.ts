@@ -6,6 +6,44 @@ import { postJson, runCli, startServer, tempDir, type TestServer } from './helpe
 // `weft bench trace` run from the built CLI against a real weft: what it says the server acknowledged must be
 // what the server holds afterwards, counted by the server itself.
 
+/** A small XML well-formedness check (tags nest and close, attributes quoted, no stray `<` or `&`). */
+function wellFormed(xml: string): string | null {
+  const stack: string[] = []
+  const tag = /<(\/?)([a-zA-Z][\w-]*)((?:\s+[\w:-]+="[^"<]*")*)\s*(\/?)>/y
+  let i = 0
+  while (i < xml.length) {
+    const lt = xml.indexOf('<', i)
+    const text = xml.slice(i, lt === -1 ? xml.length : lt)
+    if (/&(?!(amp|lt|gt|quot|apos|#\d+);)/.test(text)) return `bad entity in ${JSON.stringify(text.slice(0, 40))}`
+    if (lt === -1) break
+    tag.lastIndex = lt
+    const m = tag.exec(xml)
+    if (!m) return `bad tag at ${lt}: ${xml.slice(lt, lt + 60)}`
+    if (m[1]) {
+      if (stack.pop() !== m[2]) return `</${m[2]}> closes the wrong element at ${lt}`
+    } else if (!m[4]) stack.push(m[2]!)
+    i = tag.lastIndex
+  }
+  return stack.length ? `unclosed ${stack.join(', ')}` : null
+}
+
+/** The points of the polyline drawn for a series, as [x, y] pairs. */
+function polyline(svg: string, series: string): [number, number][] | null {
+  const m = new RegExp(`<polyline data-series="${series}" points="([^"]*)"`).exec(svg)
+  return m
+    ? m[1]!
+        .split(' ')
+        .filter(Boolean)
+        .map((p) => p.split(',').map(Number) as [number, number])
+    : null
+}
+
+/** The height of a bar by its label. */
+function bar(svg: string, label: string): number {
+  const m = new RegExp(`<rect data-bar="${label}"[^>]* height="([\\d.]+)"`).exec(svg)
+  return m ? Number(m[1]) : NaN
+}
+
 let s: TestServer
 t.before(async () => {
   s = await startServer({ args: ['--model', 'none'] })
@@ -48,6 +86,33 @@ t.test('ingest for ~3 s with reads alongside: the acknowledged calls are the cal
   t.ok(result.ingest.p99_ms >= result.ingest.median_ms && result.ingest.median_ms > 0, 'latency percentiles')
   t.type(result.event_loop_delay_ms?.p99, 'number', "weft's event-loop delay from /admin/stats")
   t.match(r.stdout, /Acknowledged calls:\s+\d+/)
+
+  // The plot beside the JSON: well-formed SVG holding the run's series.
+  const svgName = readdirSync(dir).find((f) => f.endsWith('.svg'))
+  t.ok(svgName, 'an .svg beside the .json')
+  const svg = readFileSync(path.join(dir, svgName!), 'utf8')
+  t.equal(wellFormed(svg), null, 'well-formed XML')
+  t.match(svg, /^<svg xmlns="http:\/\/www.w3.org\/2000\/svg"/)
+  const perS = result.acknowledged_calls_per_s_series as { t: number; calls_per_s: number }[]
+  t.equal(perS.length, Math.ceil(result.duration), 'one calls/s point per second of the run')
+  // Each point is a rate over its second (the last over the part that ran): rates × spans add up to the calls.
+  const summed = perS.reduce((a, p, i) => a + p.calls_per_s * (i === perS.length - 1 ? result.duration - i : 1), 0)
+  t.ok(Math.abs(summed - result.acknowledged_calls) < 1e-6, `calls/s over time sums to the calls (${summed})`)
+  t.equal(polyline(svg, 'calls/s')?.length, perS.length, 'the calls/s line has a point per second')
+  for (const kind of ['upsert_batch', 'stream_query page', 'calls/stats'])
+    t.equal(
+      polyline(svg, kind)?.length,
+      { upsert_batch: result.ingest, 'stream_query page': result.stream_query, 'calls/stats': result.stats }[kind]!.requests,
+      `${kind}: one point per request`,
+    )
+  // Bar heights are proportional to the values: the p99 bars' ratios are the result's.
+  const ratio = bar(svg, 'upsert_batch p99') / bar(svg, 'calls/stats p99')
+  t.ok(Math.abs(ratio - result.ingest.p99_ms / result.stats.p99_ms) < 0.02 * ratio, `p99 bars as the result (${ratio.toFixed(3)})`)
+  const eld = result.event_loop_delay_series as { p99: number; max: number }[]
+  t.ok(eld.length >= 2, `event-loop delay sampled over the run (${eld.length} intervals)`)
+  t.equal(polyline(svg, 'p99')?.length, eld.length, 'event-loop p99 line')
+  t.equal(polyline(svg, 'max')?.length, eld.length, 'event-loop max line')
+  t.equal(result.event_loop_delay_ms.max, Math.max(...eld.map((e) => e.max)), 'the run’s max is the intervals’ max')
 })
 
 t.test('a count and a rate: paced, and a server that refuses is reported', async (t) => {
@@ -75,7 +140,15 @@ t.test('a count and a rate: paced, and a server that refuses is reported', async
     { WEFT_API_KEY: s.key },
   )
   t.equal(r.code, 0, r.stderr)
-  const result = JSON.parse(readFileSync(path.join(dir, readdirSync(dir)[0]!), 'utf8'))
+  const result = JSON.parse(
+    readFileSync(
+      path.join(
+        dir,
+        readdirSync(dir).find((f) => f.endsWith('.json'))!,
+      ),
+      'utf8',
+    ),
+  )
   t.equal(result.acknowledged_calls, 200)
   t.ok(result.duration >= (200 - 20) / 400, `paced at 400 calls/s (${result.duration.toFixed(2)} s)`)
   const held = await postJson(s, '/calls/query_stats', { project_id: 'acme/bench-paced' })
@@ -107,7 +180,7 @@ t.test('a count and a rate: paced, and a server that refuses is reported', async
     readFileSync(
       path.join(
         dir,
-        readdirSync(dir).find((f) => !f.includes(result.date.replace(/[:.]/g, '-')))!,
+        readdirSync(dir).find((f) => f.endsWith('.json') && !f.includes(result.date.replace(/[:.]/g, '-')))!,
       ),
       'utf8',
     ),

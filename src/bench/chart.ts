@@ -2,13 +2,14 @@ import { percentile } from './stats.js'
 import type { RequestOutput } from './request.js'
 
 /** The run as one SVG: a histogram per latency (TTFT, TPOT, ITL, E2EL) and output tokens/s over the run. */
-const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;')
-const BLUE = '#2b6cb0'
-const W = 300
-const H = 160
-const fmt = (v: number) => (v >= 100 ? Math.round(v).toString() : v.toFixed(v >= 10 ? 1 : 2))
+export const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;')
+export const BLUE = '#2b6cb0'
+/** A panel's plot area. */
+export const W = 300
+export const H = 160
+export const fmt = (v: number) => (v >= 100 ? Math.round(v).toString() : v.toFixed(v >= 10 ? 1 : 2))
 
-function axes(x0: number, y0: number, title: string, yMax: number, xLabels: [string, string]): string {
+export function axes(x0: number, y0: number, title: string, yMax: number, xLabels: [string, string]): string {
   let out = `<text x="${x0 + W / 2}" y="${y0 - 8}" text-anchor="middle" font-size="12">${esc(title)}</text>`
   out += `<line x1="${x0}" y1="${y0 + H}" x2="${x0 + W}" y2="${y0 + H}" stroke="#333"/><line x1="${x0}" y1="${y0}" x2="${x0}" y2="${y0 + H}" stroke="#333"/>`
   out += `<text x="${x0 - 4}" y="${y0 + 8}" text-anchor="end" font-size="9">${fmt(yMax)}</text><text x="${x0 - 4}" y="${y0 + H}" text-anchor="end" font-size="9">0</text>`

@@ -2,12 +2,15 @@ import { uuidv7 } from './random.js'
 import { batchItems, type CallRecord } from './trace-sink.js'
 import type { TraceOptions } from './trace-options.js'
 
-/** Latencies (ms) and failures of one kind of request. */
+/** Latencies (ms) and failures of one kind of request, and when each answer came (s since `t0`, for plots over time). */
 export class Tally {
   readonly ms: number[] = []
   readonly errors: string[] = []
+  readonly at: number[] = []
+  constructor(readonly t0 = performance.now()) {}
   record(ms: number, error: string | null): void {
     this.ms.push(ms)
+    this.at.push((performance.now() - this.t0) / 1000)
     if (error) this.errors.push(error)
   }
 }
@@ -66,6 +69,8 @@ export function acknowledged(body: unknown, calls: number): number {
 
 export interface IngestState {
   acked: number
+  /** Calls acknowledged in each whole second since the start (index: second). */
+  ackedPerSecond: number[]
   offered: number
   stop: boolean
   tally: Tally
@@ -93,6 +98,8 @@ export async function ingestLoop(o: TraceOptions, s: IngestState, headers: Recor
       else {
         const n = acknowledged(JSON.parse(text), o.batchSize)
         s.acked += n
+        const sec = Math.floor((performance.now() - t0) / 1000)
+        s.ackedPerSecond[sec] = (s.ackedPerSecond[sec] ?? 0) + n
         if (n < o.batchSize) error = `${o.batchSize - n} of ${o.batchSize} calls refused: ${text.slice(0, 200)}`
       }
     } catch (e) {

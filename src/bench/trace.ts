@@ -1,30 +1,25 @@
-import { mkdir, writeFile } from 'node:fs/promises'
-import path from 'node:path'
 import { VERSION } from '../core/version.js'
-import { getJson, traceAuth } from './http.js'
+import { traceAuth } from './http.js'
+import { writeResult } from './report.js'
 import { mean, percentile } from './stats.js'
+import { ackRate, traceChart } from './trace-chart.js'
+import { EldSampler } from './trace-eld.js'
 import { ingestLoop, readLoop, Tally, type IngestState } from './trace-load.js'
-import { traceOptions, type TraceOptions } from './trace-options.js'
-
-interface Eld {
-  p50: number
-  p99: number
-  max: number
-}
-
-/** weft's event-loop delay from /admin/stats (reset at the start so it covers the run); null for other servers or keys. */
-async function eventLoopDelay(o: TraceOptions, headers: Record<string, string>, reset: boolean): Promise<Eld | null> {
-  try {
-    const r = await getJson<{ event_loop_delay_ms?: Eld }>(`${o.baseUrl}/admin/stats${reset ? '?reset=true' : ''}`, headers)
-    const e = r.event_loop_delay_ms
-    return e ? { p50: e.p50, p99: e.p99, max: e.max } : null
-  } catch {
-    return null
-  }
-}
+import { traceOptions } from './trace-options.js'
 
 /** Count, latency percentiles (ms) and failures by reason of one kind of request. */
-function latencies(t: Tally): Record<string, unknown> {
+interface LatencySummary {
+  requests: number
+  errors: number
+  mean_ms: number
+  median_ms: number
+  p90_ms: number
+  p99_ms: number
+  max_ms: number
+  error_reasons: Record<string, number>
+}
+
+function latencies(t: Tally): LatencySummary {
   const reasons: Record<string, number> = {}
   for (const e of t.errors) reasons[e] = (reasons[e] ?? 0) + 1
   return {
@@ -67,17 +62,26 @@ export async function benchTrace(flags: Record<string, string>): Promise<void> {
   const o = traceOptions(flags)
   const headers = traceAuth(o.apiKey)
   const date = new Date().toISOString()
-  await eventLoopDelay(o, headers, true)
-  const s: IngestState = { acked: 0, offered: 0, stop: false, tally: new Tally() }
-  const [pages, stats] = [new Tally(), new Tally()]
   const t0 = performance.now()
+  const eld = new EldSampler(o.baseUrl, headers, t0)
+  await eld.start()
+  const s: IngestState = { acked: 0, ackedPerSecond: [], offered: 0, stop: false, tally: new Tally(t0) }
+  const [pages, stats] = [new Tally(t0), new Tally(t0)]
   const timer = Number.isFinite(o.duration) ? setTimeout(() => (s.stop = true), o.duration * 1000) : null
   const reads = readLoop(o, s, headers, pages, stats)
+  const sampling = eld.loop(s, 1000)
   await Promise.all(Array.from({ length: o.connections }, () => ingestLoop(o, s, headers, t0)))
   const duration = (performance.now() - t0) / 1000
   s.stop = true
   if (timer) clearTimeout(timer)
-  await reads
+  await Promise.all([reads, sampling])
+  const kinds = [
+    ['upsert_batch', s.tally],
+    ['stream_query page', pages],
+    ['calls/stats', stats],
+  ] as const
+  const summaries = kinds.map(([, t]) => latencies(t))
+  const [ingest, page, stat] = summaries
   const result = {
     date,
     weft_version: VERSION,
@@ -91,14 +95,21 @@ export async function benchTrace(flags: Record<string, string>): Promise<void> {
     duration,
     acknowledged_calls: s.acked,
     acknowledged_calls_per_s: s.acked / duration,
-    ingest: latencies(s.tally),
-    stream_query: latencies(pages),
-    stats: latencies(stats),
-    event_loop_delay_ms: await eventLoopDelay(o, headers, false),
+    ingest,
+    stream_query: page,
+    stats: stat,
+    event_loop_delay_ms: eld.summary(),
+    acknowledged_calls_per_s_series: ackRate(s.ackedPerSecond, duration).map(([t, v]) => ({ t, calls_per_s: v })),
+    event_loop_delay_series: eld.series,
   }
-  await mkdir(o.resultDir, { recursive: true })
-  const file = path.join(o.resultDir, o.resultFilename ?? `bench-trace-${date.replace(/[:.]/g, '-')}.json`)
-  await writeFile(file, JSON.stringify(result, null, 2) + '\n')
+  const svg = traceChart({
+    title: `bench trace: ${o.baseUrl}, ${o.connections} × batches of ${o.batchSize}, rate ${result.rate}, ${date}`,
+    duration,
+    ackedPerSecond: s.ackedPerSecond,
+    latency: kinds.map(([label, tally], i) => ({ label, tally, ...summaries[i]! })),
+    eld: eld.series,
+  })
+  const file = await writeResult(o.resultDir, o.resultFilename ?? `bench-trace-${date.replace(/[:.]/g, '-')}`, result, svg)
   process.stdout.write(table(result))
-  process.stdout.write(`wrote ${file}\n`)
+  process.stdout.write(`wrote ${file} and ${file.replace(/\.json$/, '.svg')}\n`)
 }
