@@ -153,7 +153,7 @@ async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Prom
     Object.fromEntries(await Promise.all(models.map(async (m) => [m.info.name, { backend: m.info.backend, ...(await m.stats()) }])))
   app.add(adminRoutes({ keys, calls, storage, ingest, inFlight: () => app.pending, rollups: analytics?.rollups, inference }))
   if (calls && analytics) await addEmbeddedRoutes(app, config, p, calls, analytics)
-  else app.add(clickHouseRoutes(clickhouse!, ingest, config))
+  else app.add(clickHouseRoutes(clickhouse!, ingest, config, p.catalog))
   models.push(...(await startModels(config, log)))
   if (models.length)
     app.add(

@@ -7,6 +7,15 @@ import type { StorageInfo } from './schemas/meta.js'
 import type { IngestPool } from './calls/ingest/pool.js'
 import { ClickHouseCallBackend } from './clickhouse/backend.js'
 import { chdbResolvable } from './clickhouse/chdb-executor.js'
+import { clickHouseAnalytics } from './clickhouse/stats-engines.js'
+import { chStore } from './clickhouse/objects-store.js'
+import { ClickHouseObjects } from './clickhouse/objects.js'
+import { ClickHouseTables } from './clickhouse/tables.js'
+import { ClickHouseFiles } from './clickhouse/files.js'
+import { ClickHouseFeedback } from './clickhouse/feedback.js'
+import { RefResolver } from './catalog/refs.js'
+import { FileStore } from './catalog/files.js'
+import type { Catalog } from './catalog/db.js'
 import type { RouteDef } from './api/route.js'
 import { callRoutes } from './api/calls.js'
 import { statsRoutes } from './api/stats.js'
@@ -30,11 +39,10 @@ function chdbPlaces(): string[] {
 /** The ClickHouse backend `--storage clickhouse|chdb` names, connected and migrated. */
 export async function openClickHouse(config: Config): Promise<ClickHouseCallBackend> {
   const s = config.storage
-  const layout = { database: s.clickhouseDatabase, cluster: s.clickhouseCluster }
+  const layout = { database: s.clickhouseDatabase, cluster: s.clickhouseCluster, queryTimeoutMs: config.queryTimeoutMs }
   if (s.kind === 'chdb') {
     const resolveFrom = chdbPlaces()
-    if (!chdbResolvable(resolveFrom))
-      throw new Error('--storage chdb needs the optional chdb package: npm install chdb (or npm --prefix bench/peer-deps install)')
+    if (!chdbResolvable(resolveFrom)) throw new Error('--storage chdb needs the optional chdb package (npm install chdb)')
     await fs.mkdir(s.chdbPath, { recursive: true })
     return ClickHouseCallBackend.open({ kind: 'chdb', chdb: { path: s.chdbPath, resolveFrom }, ...layout })
   }
@@ -76,24 +84,47 @@ function notServed(defs: RouteDef[], backend: string): RouteDef[] {
 }
 
 /**
- * The calls-side routes on ClickHouse, in the embedded server's order: the call routes on the
- * backend; statistics, usage, OTLP, objects, tables, files, feedback and refs (which the embedded
- * server keeps in DuckDB) answer 501 naming the backend rather than using DuckDB beside ClickHouse.
+ * Objects, tables and feedback in ClickHouse's own tables (clickhouse/objects.ts, tables.ts, feedback.ts).
+ * File bytes: with chdb (one machine) on local disk as the embedded server keeps them (catalog/files.ts:
+ * streamed with backpressure, fsynced, content-addressed); a ClickHouse server may serve several weft
+ * servers with no disk in common, so there they go into its `files` table (clickhouse/files.ts).
  */
-export function clickHouseRoutes(backend: ClickHouseCallBackend, ingest: IngestPool, config: Config): RouteDef[] {
+function objectSide(backend: ClickHouseCallBackend, config: Config, catalog: Catalog) {
+  const s = config.storage
+  const st = chStore(backend.calls.exec, { database: s.clickhouseDatabase, cluster: s.clickhouseCluster })
+  const files = s.kind === 'chdb' ? FileStore.of(catalog) : new ClickHouseFiles(st, path.join(config.dataDir, 'files', 'tmp'))
+  const objects = new ClickHouseObjects(st, files)
+  const tables = new ClickHouseTables(st)
+  const refs = new RefResolver(objects, tables)
+  return { files, objects, tables, refs, feedback: new ClickHouseFeedback(st, refs) }
+}
+
+/**
+ * The routes on ClickHouse, in the embedded server's order: the call routes, statistics, usage, costs and
+ * OTLP on the backend; objects, tables, files, refs, feedback and the /v2 object kinds on objectSide's stores.
+ * The /v2 evaluation runs still answer 501 naming the backend rather than using DuckDB beside ClickHouse.
+ */
+export function clickHouseRoutes(backend: ClickHouseCallBackend, ingest: IngestPool, config: Config, catalog: Catalog): RouteDef[] {
   const name = backend.name
-  const calls = callRoutes({ store: backend, backend: name, pool: ingest, maxQueryRows: config.maxQueryRows })
+  const s = config.storage
+  const analytics = clickHouseAnalytics(
+    backend.calls.exec,
+    { database: s.clickhouseDatabase, cluster: s.clickhouseCluster, queryTimeoutMs: config.queryTimeoutMs },
+    config.prices,
+  )
+  backend.traceStorageBytes = analytics.traceStorageBytes
+  const calls = callRoutes({ store: backend, backend: name, pool: ingest, maxQueryRows: config.maxQueryRows, prices: analytics.prices })
+  const served = [...statsRoutes(analytics.stats, analytics.usage, analytics.prices), ...otelRoutes(backend, ingest, config.maxBodyBytes)]
   const store = never<never>('the embedded store')
+  const o = objectSide(backend, config, catalog)
   const rest = [
-    ...statsRoutes(store, store, store),
-    ...otelRoutes(store, ingest, config.maxBodyBytes),
-    ...objectRoutes(store),
-    ...fileRoutes(store, config.maxFileBytes),
-    ...tableRoutes(store),
-    ...v2ObjectRoutes({ objects: store, tables: store }),
-    ...v2RunRoutes({ calls: store, objects: store, feedback: store }),
-    ...feedbackRoutes(store),
-    ...refRoutes(store),
+    ...objectRoutes(o.objects),
+    ...fileRoutes(o.files, config.maxFileBytes),
+    ...tableRoutes(o.tables),
+    ...v2ObjectRoutes({ objects: o.objects, tables: o.tables }),
+    ...notServed(v2RunRoutes({ calls: store, objects: store, feedback: store }), name),
+    ...feedbackRoutes(o.feedback),
+    ...refRoutes(o.refs),
   ]
-  return [...calls, ...notServed(rest, name)]
+  return [...calls, ...served, ...rest]
 }

@@ -72,16 +72,27 @@ t.test('on chdb', { skip: !available && 'chdb not installed' }, async (t) => {
     t.equal((await postJson(s, '/call/read', { project_id: P, id: grandchild })).json.call, null)
   })
 
-  await t.test('what the backend does not serve yet: 501 naming it, not an answer from DuckDB', async (t) => {
+  await t.test('what the backend serves now, and what it does not yet: 501 naming it, not an answer from DuckDB', async (t) => {
     const notServed = async (r: Promise<{ status: number; json: any }>, what: string) => {
       const a = await r
       t.equal(a.status, 501, what)
       t.match(a.json?.reason, /chdb storage backend/, what)
     }
-    await notServed(postJson(s, '/calls/stats', { project_id: P, start: '2026-01-01T00:00:00Z' }), 'statistics')
-    await notServed(postJson(s, '/obj/read', { project_id: P, object_id: 'x', digest: 'latest' }), 'objects')
-    await notServed(postJson(s, '/calls/query', { project_id: P, include_costs: true }), 'costs')
-    await notServed(postJson(s, '/calls/query_stats', { project_id: P, include_total_storage_size: true }), 'storage size')
+    // Statistics, costs, storage sizes and objects are served on ClickHouse now (test/clickhouse-stats.test.ts,
+    // test/clickhouse-objects.test.ts compare them with the embedded backend).
+    t.equal(
+      (await postJson(s, '/calls/stats', { project_id: P, start: new Date(Date.now() - 3_600_000).toISOString() })).status,
+      200,
+      'statistics',
+    )
+    t.equal((await postJson(s, '/calls/query', { project_id: P, include_costs: true })).status, 200, 'costs')
+    const size = await postJson(s, '/calls/query_stats', { project_id: P, include_total_storage_size: true })
+    t.equal(size.status, 200, 'storage size')
+    t.type(size.json.total_storage_size_bytes, 'number', 'storage size')
+    await notServed(
+      postJson(s, '/v2/e/p/evaluation_runs', { evaluation: 'weave:///e/p/object/x:abc', model: 'weave:///e/p/object/m:abc' }),
+      'evaluation runs',
+    )
     await notServed(postJson(s, '/calls/query', { project_id: P, expand_columns: ['inputs.x'] }), 'expand_columns')
     const arrow = fetch(s.url + '/calls/stream_query', {
       method: 'POST',

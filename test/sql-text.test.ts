@@ -31,8 +31,29 @@ const REVIEWED: Record<string, Reviewed> = {
     why: `${FRAGMENTS}; column names from the fixed column lists`,
   },
   'src/calls/read/order.ts': {
-    names: ['keys', 'l', 'matching', 'order', 'p', 'select'],
-    why: `${FRAGMENTS}; sort fields resolve to known columns or bound JSON paths`,
+    names: ['keys', 'l', 'matching', 'order', 'p', 'select', 'rangeOf', 'match'],
+    why: `${FRAGMENTS}; sort fields resolve to known columns or bound JSON paths; match: an IN list of placeholders or list_contains of one`,
+  },
+  'src/calls/read/page-index.ts': {
+    names: ['p', 'cols', 'window', 'INDEX_FOLDED', 'where'],
+    why: `${FRAGMENTS}; cols / INDEX_FOLDED: the fixed index column list; window: a bound timestamp`,
+  },
+  'src/calls/readers/export.ts': {
+    names: ['select', 'keyCols', 'matching', 'order'],
+    why: `${FRAGMENTS}; sort keys as in read/order.ts (known columns or bound JSON paths)`,
+  },
+  'src/calls/readers/order-keys.ts': {
+    names: ['keys'],
+    why: 'sort keys resolve to known columns or bound JSON paths; direction from asc|desc',
+  },
+  'src/calls/readers/worker-read.ts': {
+    names: ['files', 'source'],
+    why: 'segment file paths the store generates (checkName), quoted by sqlPath; source: composed of those and constants',
+  },
+  'src/calls/storage/open.ts': { names: ['f'], why: 'a segment file path the store generates, quoted by sqlPath (segmentFiles)' },
+  'src/calls/storage/page-index.ts': {
+    names: ['INDEX_COLUMNS', 'sqlPath', 'pageIndexLayout.rowGroup', 'index', 'groups', 'flushed', 'files'],
+    why: 'index and segment file paths the store generates, quoted by sqlPath; the fixed index column list; a numeric row-group size',
   },
   'src/calls/read/statements.ts': { names: ['l', 'limit', 'matching', 'merged', 'p', 'roots'], why: FRAGMENTS },
   'src/calls/storage/compact.ts': {
@@ -78,6 +99,57 @@ const REVIEWED: Record<string, Reviewed> = {
     ],
     why: `${FRAGMENTS} (ClickHouse query parameters)`,
   },
+  'src/clickhouse/costs.ts': {
+    names: ['localTable', 'onCluster', 'table'],
+    why: 'the configured database, table and cluster names, each checked as a plain identifier and quoted (executor.ts ident)',
+  },
+  'src/clickhouse/stats-sql.ts': {
+    names: [
+      'bin',
+      'bucketed',
+      'calls',
+      'callsInRange',
+      'chLatestUsageSql',
+      'cols',
+      'costCols',
+      'fields',
+      'idsSql',
+      'p',
+      'price',
+      'rows',
+      'spans',
+      'starts',
+      'table',
+      'tokens',
+      'tuple',
+      'zip',
+    ],
+    why: `${FRAGMENTS}; column names from USAGE_FIELDS and the fixed token/cost metric lists; tables through ident()`,
+  },
+  'src/clickhouse/stats-storage.ts': {
+    names: ['bytes', 'chMatching', 'limit', 'roots'],
+    why: `${FRAGMENTS} (calls-sql.ts chMatching); fixed column names`,
+  },
+  'src/clickhouse/usage.ts': {
+    names: ['USAGE_FIELDS', 'chMatching', 'k', 'usage'],
+    why: `${FRAGMENTS} (calls-sql.ts chMatching, stats-sql.ts chLatestUsageSql); USAGE_FIELDS: the fixed usage column list`,
+  },
+  'src/clickhouse/objects-sql.ts': {
+    names: ['table', 'where', 'inner', 'keys'],
+    why: `${FRAGMENTS}; table(): checked identifiers; sort keys from the fixed SORT_COLUMNS`,
+  },
+  'src/clickhouse/objects.ts': { names: ['versionsSql', 'table', 't', 'at'], why: 'table(): checked identifiers; at: a p.add placeholder' },
+  'src/clickhouse/tables-sql.ts': {
+    names: ['what', 'table', 'rowListSql', 'keys', 'list', 'filter', 'orderBy'],
+    why: `${FRAGMENTS}; what: column expressions the callers write; JSON path segments bound`,
+  },
+  'src/clickhouse/tables.ts': { names: ['table'], why: 'table(): checked identifiers' },
+  'src/clickhouse/files.ts': { names: ['table'], why: 'table(): checked identifiers' },
+  'src/clickhouse/feedback-sql.ts': {
+    names: ['table', 'cond', 'select', 'from', 'order'],
+    why: `${FRAGMENTS}; fields from CH_FEEDBACK_COLUMNS or bound payload paths; $expr through ChCompiler (bound values)`,
+  },
+  'src/clickhouse/feedback.ts': { names: ['liveFeedbackSql'], why: FRAGMENTS },
   'src/clickhouse/migrations.ts': {
     names: ['engine', 'ident', 'onCluster', 'table'],
     why: 'DDL: names from configuration, quoted by ident()',

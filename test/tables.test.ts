@@ -193,18 +193,23 @@ t.test('the weave SDK saves a dataset and reads its rows back', async (t) => {
   t.equal(obj.val.rows, `weave:///acme/datasets/table/${tableDigest(rows.map(rowDigest))}`, 'the SDK ref names our table digest')
 })
 
-t.test('a table re-saved with one row changed stores one new row', async (t) => {
-  const rows = Array.from({ length: 5 }, (_, i) => ({ resave: i }))
-  await post('/table/create', { table: { project_id: P, rows } })
-  await post('/table/create', { table: { project_id: P, rows: rows.map((r, i) => (i === 2 ? { resave: 'changed' } : r)) } })
-  await s.stop()
-  const db = await DuckDBInstance.create(path.join(dataDir, 'catalog.duckdb'))
-  const conn = await db.connect()
-  const count = async (sql: string) => Number((await conn.runAndReadAll(sql)).getRows()[0]![0])
-  t.equal(await count(`SELECT count(*) FROM table_rows WHERE val_dump LIKE '{"resave":%'`), 6)
-  // Rows of refused requests (non-object rows, a bad index, too many rows) were not kept.
-  for (const dump of ['{"a":1}', '{"a":2}', '{"i":7}', '{"i":8}', '{}'])
-    t.equal(await count(`SELECT count(*) FROM table_rows WHERE val_dump = '${dump}'`), 0, `${dump} not stored`)
-  conn.closeSync()
-  db.closeSync()
-})
+// This reads the embedded catalog's file; on ClickHouse test/clickhouse-objects.test.ts checks the same in its tables.
+t.test(
+  'a table re-saved with one row changed stores one new row',
+  { skip: process.env.WEFT_STORAGE === 'chdb' && 'embedded catalog file' },
+  async (t) => {
+    const rows = Array.from({ length: 5 }, (_, i) => ({ resave: i }))
+    await post('/table/create', { table: { project_id: P, rows } })
+    await post('/table/create', { table: { project_id: P, rows: rows.map((r, i) => (i === 2 ? { resave: 'changed' } : r)) } })
+    await s.stop()
+    const db = await DuckDBInstance.create(path.join(dataDir, 'catalog.duckdb'))
+    const conn = await db.connect()
+    const count = async (sql: string) => Number((await conn.runAndReadAll(sql)).getRows()[0]![0])
+    t.equal(await count(`SELECT count(*) FROM table_rows WHERE val_dump LIKE '{"resave":%'`), 6)
+    // Rows of refused requests (non-object rows, a bad index, too many rows) were not kept.
+    for (const dump of ['{"a":1}', '{"a":2}', '{"i":7}', '{"i":8}', '{}'])
+      t.equal(await count(`SELECT count(*) FROM table_rows WHERE val_dump = '${dump}'`), 0, `${dump} not stored`)
+    conn.closeSync()
+    db.closeSync()
+  },
+)

@@ -1,5 +1,5 @@
 import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
-import type { FeedbackStore } from '../catalog/feedback.js'
+import type { FeedbackBackend } from '../catalog/backends.js'
 import { DomainError } from '../core/errors.js'
 import {
   FeedbackCreateBatchReqSchema,
@@ -20,14 +20,14 @@ import {
 
 const userOf = (ctx: Ctx): string => ctx.principal?.userId ?? 'anonymous'
 
-function createFeedback(feedback: FeedbackStore) {
+function createFeedback(feedback: FeedbackBackend) {
   return async (ctx: Ctx<FeedbackCreateReq>): Promise<Reply> => {
     const [res] = await feedback.create([ctx.body], userOf(ctx))
     return { body: res }
   }
 }
 
-function createBatch(feedback: FeedbackStore) {
+function createBatch(feedback: FeedbackBackend) {
   return async (ctx: Ctx<FeedbackCreateBatchReq>): Promise<Reply> => {
     const batch = ctx.body.batch
     // The entity check reads the first row's project: one project per batch keeps it covering every row.
@@ -36,18 +36,18 @@ function createBatch(feedback: FeedbackStore) {
   }
 }
 
-function queryFeedback(feedback: FeedbackStore) {
+function queryFeedback(feedback: FeedbackBackend) {
   return async (ctx: Ctx<FeedbackQueryReq>): Promise<Reply> => ({ body: await feedback.query(ctx.body) })
 }
 
-function purgeFeedback(feedback: FeedbackStore) {
+function purgeFeedback(feedback: FeedbackBackend) {
   return async (ctx: Ctx<FeedbackPurgeReq>): Promise<Reply> => {
     await feedback.purge(ctx.body.project_id, ctx.body.query)
     return { body: {} }
   }
 }
 
-function replaceFeedback(feedback: FeedbackStore) {
+function replaceFeedback(feedback: FeedbackBackend) {
   return async (ctx: Ctx<FeedbackReplaceReq>): Promise<Reply> => {
     const { feedback_id, ...req } = ctx.body
     return { body: await feedback.replace(req.project_id, feedback_id, req, userOf(ctx)) }
@@ -57,7 +57,7 @@ function replaceFeedback(feedback: FeedbackStore) {
 const common = { family: 'trace' as const, auth: 'key' as const, tags: ['Feedback'], method: 'POST' as const, project: bodyProject }
 
 /** Feedback on calls and objects: reactions, notes, scorer results, annotations (docs/feedback.md). */
-export function feedbackRoutes(feedback: FeedbackStore): RouteDef[] {
+export function feedbackRoutes(feedback: FeedbackBackend): RouteDef[] {
   return [
     route({
       ...common,

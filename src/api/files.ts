@@ -4,7 +4,8 @@ import busboy from 'busboy'
 import { canAccess } from '../core/principal.js'
 import { DomainError } from '../core/errors.js'
 import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
-import type { FileStore, Staged } from '../catalog/files.js'
+import type { FilesBackend } from '../catalog/backends.js'
+import type { Staged } from '../catalog/files.js'
 import { PROJECT_PART_PATTERN } from '../schemas/common.js'
 import { FileContentReqSchema, FileCreateResSchema, type FileContentReq } from '../schemas/objects.js'
 import { FilesStatsReqSchema, FilesStatsResSchema, type FilesStatsReq } from '../schemas/files.js'
@@ -47,7 +48,7 @@ function multipart(ctx: Ctx, maxFileBytes: number): busboy.Busboy {
  * it arrives, each layer waiting on the next (disk ← busboy ← socket), so the body is never held whole. A
  * project the key may not use stops the upload as soon as its field is read. On any failure nothing is left.
  */
-async function receive(ctx: Ctx, files: FileStore, maxFileBytes: number): Promise<Upload> {
+async function receive(ctx: Ctx, files: FilesBackend, maxFileBytes: number): Promise<Upload> {
   const bb = multipart(ctx, maxFileBytes)
   const up: Upload = { fields: {}, truncated: false }
   let staging: Promise<Staged> | undefined
@@ -106,7 +107,7 @@ function uploadError(e: unknown): unknown {
   return new DomainError(400, `Malformed multipart body: ${(e as Error).message}`)
 }
 
-function createFile(files: FileStore, maxFileBytes: number) {
+function createFile(files: FilesBackend, maxFileBytes: number) {
   return async (ctx: Ctx): Promise<Reply> => {
     const { fields, staged, truncated } = await receive(ctx, files, maxFileBytes)
     try {
@@ -124,7 +125,7 @@ function createFile(files: FileStore, maxFileBytes: number) {
   }
 }
 
-function readFile(files: FileStore) {
+function readFile(files: FilesBackend) {
   return async (ctx: Ctx<FileContentReq>): Promise<Reply> => {
     const file = await files.open(ctx.body.project_id, ctx.body.digest)
     if (!file) throw new DomainError(404, `File with digest ${ctx.body.digest} not found`)
@@ -132,7 +133,7 @@ function readFile(files: FileStore) {
   }
 }
 
-function fileStats(files: FileStore) {
+function fileStats(files: FilesBackend) {
   return async (ctx: Ctx<FilesStatsReq>): Promise<Reply> => ({
     body: { total_size_bytes: await files.totalSize(ctx.body.project_id) },
   })
@@ -141,7 +142,7 @@ function fileStats(files: FileStore) {
 const common = { family: 'trace' as const, auth: 'key' as const, tags: ['Files'] }
 
 /** Weave's file endpoints (docs/objects.md#files). */
-export function fileRoutes(files: FileStore, maxFileBytes: number): RouteDef[] {
+export function fileRoutes(files: FilesBackend, maxFileBytes: number): RouteDef[] {
   return [
     route({
       ...common,

@@ -1,7 +1,7 @@
 import { DomainError } from '../core/errors.js'
+import type { ObjectsBackend } from '../catalog/backends.js'
 import { NumDeletedSchema } from '../schemas/common.js'
 import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
-import type { ObjectStore } from '../catalog/objects.js'
 import { valueDigest } from '../catalog/digest.js'
 import {
   ObjCreateReqSchema,
@@ -28,7 +28,7 @@ function checkObjectId(id: string): void {
     )
 }
 
-function createObject(objects: ObjectStore) {
+function createObject(objects: ObjectsBackend) {
   return async (ctx: Ctx<ObjCreateReq>): Promise<Reply> => {
     const o = ctx.body.obj
     checkObjectId(o.object_id)
@@ -41,7 +41,7 @@ function createObject(objects: ObjectStore) {
   }
 }
 
-function readObject(objects: ObjectStore) {
+function readObject(objects: ObjectsBackend) {
   return async (ctx: Ctx<ObjReadReq>): Promise<Reply> => {
     const b = ctx.body
     const obj = await objects.read(b.project_id, b.object_id, b.digest, b.metadata_only === true)
@@ -54,11 +54,11 @@ function readObject(objects: ObjectStore) {
   }
 }
 
-function queryObjects(objects: ObjectStore) {
+function queryObjects(objects: ObjectsBackend) {
   return async (ctx: Ctx<ObjQueryReq>): Promise<Reply> => ({ body: { objs: await objects.query(ctx.body) } })
 }
 
-function deleteObject(objects: ObjectStore) {
+function deleteObject(objects: ObjectsBackend) {
   return async (ctx: Ctx<ObjDeleteReq>): Promise<Reply> => {
     const b = ctx.body
     if (b.digests && b.digests.length > MAX_DELETE_DIGESTS)
@@ -73,11 +73,11 @@ function deleteObject(objects: ObjectStore) {
 const common = { family: 'trace' as const, auth: 'key' as const, tags: ['Objects'] }
 
 /** The object endpoints the Weave SDKs need to save ops and objects (docs/objects.md); files are in files.ts. */
-export function objectRoutes(objects: ObjectStore): RouteDef[] {
+export function objectRoutes(objects: ObjectsBackend): RouteDef[] {
   return versionRoutes(objects)
 }
 
-function versionRoutes(objects: ObjectStore): RouteDef[] {
+function versionRoutes(objects: ObjectsBackend): RouteDef[] {
   return [
     route({
       ...common,

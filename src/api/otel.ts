@@ -1,11 +1,11 @@
 import { DomainError } from '../core/errors.js'
 import { route, type Ctx, type RouteDef } from './route.js'
-import type { CallStore } from '../calls/store.js'
+import type { CallBackend } from '../calls/backend.js'
 import type { IngestPool } from '../calls/ingest/pool.js'
 import { encodeResponse } from '../calls/ingest/otlp.js'
 
 /** POST /otel/v1/traces: OTLP/HTTP spans become calls; the answer names every rejected span. */
-export function otelRoutes(store: CallStore, pool: IngestPool, maxBodyBytes: number): RouteDef[] {
+export function otelRoutes(store: Pick<CallBackend, 'ingestRecord'>, pool: IngestPool, maxBodyBytes: number): RouteDef[] {
   const handler = async (ctx: Ctx) => {
     const type = ctx.headers['content-type'].split(';')[0]!.trim().toLowerCase()
     const isJson = type === 'application/json'

@@ -4,14 +4,12 @@ import { ARROW_STREAM, acceptsArrow } from '../calls/arrow/ipc.js'
 import { statsTable } from '../stats/arrow.js'
 import { CallStatsReqSchema, CallStatsResSchema, CallsUsageReqSchema, CallsUsageResSchema, TraceUsageReqSchema } from '../schemas/calls.js'
 import { CostCreateReqSchema, CostCreateResSchema, CostPurgeReqSchema, CostQueryReqSchema, CostQueryResSchema } from '../schemas/costs.js'
-import type { Prices } from '../catalog/prices.js'
-import type { CallStats } from '../stats/engine.js'
-import type { UsageRollup } from '../stats/usage.js'
+import type { PriceBook, StatsEngine, UsageEngine } from '../stats/backend.js'
 
 const base = { family: 'trace' as const, auth: 'key' as const, project: bodyProject }
 
-/** Statistics, usage rollups and prices: the dashboard's read path over calls. */
-export function statsRoutes(stats: CallStats, usage: UsageRollup, prices: Prices): RouteDef[] {
+/** Statistics, usage rollups and prices: the dashboard's read path over calls, on whichever storage backend. */
+export function statsRoutes(stats: StatsEngine, usage: UsageEngine, prices: PriceBook): RouteDef[] {
   return [
     callStatsRoute(stats),
     callsUsageRoute(usage),
@@ -22,7 +20,7 @@ export function statsRoutes(stats: CallStats, usage: UsageRollup, prices: Prices
   ]
 }
 
-function callStatsRoute(stats: CallStats): RouteDef {
+function callStatsRoute(stats: StatsEngine): RouteDef {
   return route({
     ...base,
     method: 'POST',
@@ -43,7 +41,7 @@ function callStatsRoute(stats: CallStats): RouteDef {
   })
 }
 
-function callsUsageRoute(usage: UsageRollup): RouteDef {
+function callsUsageRoute(usage: UsageEngine): RouteDef {
   return route({
     ...base,
     method: 'POST',
@@ -58,7 +56,7 @@ function callsUsageRoute(usage: UsageRollup): RouteDef {
   })
 }
 
-function traceUsageRoute(usage: UsageRollup): RouteDef {
+function traceUsageRoute(usage: UsageEngine): RouteDef {
   return route({
     ...base,
     method: 'POST',
@@ -74,7 +72,7 @@ function traceUsageRoute(usage: UsageRollup): RouteDef {
   })
 }
 
-function costCreateRoute(prices: Prices): RouteDef {
+function costCreateRoute(prices: PriceBook): RouteDef {
   return route({
     ...base,
     method: 'POST',
@@ -87,7 +85,7 @@ function costCreateRoute(prices: Prices): RouteDef {
   })
 }
 
-function costQueryRoute(prices: Prices): RouteDef {
+function costQueryRoute(prices: PriceBook): RouteDef {
   return route({
     ...base,
     method: 'POST',
@@ -100,7 +98,7 @@ function costQueryRoute(prices: Prices): RouteDef {
   })
 }
 
-function costPurgeRoute(prices: Prices): RouteDef {
+function costPurgeRoute(prices: PriceBook): RouteDef {
   return route({
     ...base,
     method: 'POST',

@@ -1,5 +1,5 @@
 import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
-import type { TableStore } from '../catalog/tables.js'
+import type { TablesBackend } from '../catalog/backends.js'
 import {
   TableCreateFromDigestsReqSchema,
   TableCreateFromDigestsResSchema,
@@ -21,40 +21,51 @@ import {
   type TableUpdateReq,
 } from '../schemas/tables.js'
 
-function createTable(tables: TableStore) {
+function createTable(tables: TablesBackend) {
   return async (ctx: Ctx<TableCreateReq>): Promise<Reply> => {
     const t = ctx.body.table
     return { body: await tables.create(t.project_id, t.rows, t.expected_digest) }
   }
 }
 
-function updateTable(tables: TableStore) {
+function updateTable(tables: TablesBackend) {
   return async (ctx: Ctx<TableUpdateReq>): Promise<Reply> => ({
     body: await tables.update(ctx.body.project_id, ctx.body.base_digest, ctx.body.updates),
   })
 }
 
-function createFromDigests(tables: TableStore) {
+function createFromDigests(tables: TablesBackend) {
   return async (ctx: Ctx<TableCreateFromDigestsReq>): Promise<Reply> => ({
     body: await tables.createFromDigests(ctx.body.project_id, ctx.body.row_digests, ctx.body.expected_digest),
   })
 }
 
-function queryTable(tables: TableStore) {
+function queryTable(tables: TablesBackend) {
   return async (ctx: Ctx<TableQueryReq>): Promise<Reply> => ({ body: { rows: await tables.query(ctx.body.project_id, ctx.body) } })
 }
 
-function streamTable(tables: TableStore) {
+/** Rows read per page of a streamed table: the memory a slow reader can hold is a page or two, not the table. */
+const STREAM_PAGE = 4096
+
+function streamTable(tables: TablesBackend) {
   return async (ctx: Ctx<TableQueryReq>): Promise<Reply> => {
-    const rows = await tables.query(ctx.body.project_id, ctx.body)
-    async function* lines() {
-      for (const r of rows) yield JSON.stringify(r) + '\n'
+    const q = ctx.body
+    const end = q.limit === undefined || q.limit === null ? Infinity : (q.offset ?? 0) + q.limit
+    // A table is immutable under its digest, so pages read one after another see one table. The writer asks for
+    // the next page only when the client has taken the last one.
+    async function* pages() {
+      for (let from = q.offset ?? 0; from < end; from += STREAM_PAGE) {
+        const limit = Math.min(STREAM_PAGE, end - from)
+        const rows = await tables.query(q.project_id, { ...q, offset: from, limit })
+        if (rows.length) yield rows.map((r) => JSON.stringify(r) + '\n').join('')
+        if (rows.length < limit) return
+      }
     }
-    return { contentType: 'application/jsonl', stream: lines() }
+    return { contentType: 'application/jsonl', stream: pages() }
   }
 }
 
-function tableStats(tables: TableStore) {
+function tableStats(tables: TablesBackend) {
   return async (ctx: Ctx<TableQueryStatsReq>): Promise<Reply> => {
     const withSize = ctx.body.include_storage_size === true
     const [row] = await tables.stats(ctx.body.project_id, [ctx.body.digest], withSize)
@@ -64,7 +75,7 @@ function tableStats(tables: TableStore) {
   }
 }
 
-function tableStatsBatch(tables: TableStore) {
+function tableStatsBatch(tables: TablesBackend) {
   return async (ctx: Ctx<TableQueryStatsBatchReq>): Promise<Reply> => ({
     body: { tables: await tables.stats(ctx.body.project_id, ctx.body.digests ?? [], ctx.body.include_storage_size === true) },
   })
@@ -74,7 +85,7 @@ const common = { family: 'trace' as const, auth: 'key' as const, tags: ['Tables'
 /** The project is the body's project_id (every route but /table/create). */
 const projectInBody = { ...common, project: bodyProject }
 
-function writeRoutes(tables: TableStore): RouteDef[] {
+function writeRoutes(tables: TablesBackend): RouteDef[] {
   return [
     route({
       ...common,
@@ -104,7 +115,7 @@ function writeRoutes(tables: TableStore): RouteDef[] {
   ]
 }
 
-function readRoutes(tables: TableStore): RouteDef[] {
+function readRoutes(tables: TablesBackend): RouteDef[] {
   return [
     route({
       ...projectInBody,
@@ -142,6 +153,6 @@ function readRoutes(tables: TableStore): RouteDef[] {
 }
 
 /** The table endpoints the Weave SDKs need to save and read datasets (docs/tables.md). */
-export function tableRoutes(tables: TableStore): RouteDef[] {
+export function tableRoutes(tables: TablesBackend): RouteDef[] {
   return [...writeRoutes(tables), ...readRoutes(tables)]
 }

@@ -7,6 +7,9 @@ import { encodeParts } from './ingest/encode.js'
 import { FOLDED, type CallPart, type CallRecord, type QueryOptions } from './model.js'
 import { matching, merged, type Extra } from './read/merged.js'
 import { querySql } from './read/order.js'
+import { SELECT_OUT } from './read/merged.js'
+import { isExport, pooledArrow, pooledCalls, type PooledDeps } from './readers/export.js'
+import { ReaderPool } from './readers/pool.js'
 import { Reader } from './read/reader.js'
 import { countSql, descendantsSql, traceBytesSql } from './read/statements.js'
 import { toCall } from './read/to-call.js'
@@ -35,6 +38,8 @@ export interface ArrowStream {
  */
 export class CallStore implements CallSource {
   private readonly reader: Reader
+  /** Reader threads for exports and scans over the segments (started at the first such read; see readers/). */
+  private readers?: ReaderPool
 
   private constructor(private readonly storage: Storage) {
     this.reader = new Reader(
@@ -143,6 +148,9 @@ export class CallStore implements CallSource {
    * query fails before any response is sent.
    */
   async stream(project: string, opts: QueryOptions): Promise<AsyncGenerator<CallRecord[]>> {
+    const pool = this.pooled(opts)
+    const viaPool = pool && (await pooledCalls(pool, project, opts, SELECT_OUT))
+    if (viaPool) return viaPool
     const { sql, params } = await querySql(project, opts, (s, p) => this.reader.readAll(s, p))
     return this.reader.stream(sql, params, toCall)
   }
@@ -153,6 +161,9 @@ export class CallStore implements CallSource {
    */
   async streamArrow(project: string, opts: QueryOptions & { columns?: string[] | null }): Promise<ArrowStream> {
     const select = arrowSelect(keptColumns(opts.columns))
+    const pool = this.pooled(opts)
+    const viaPool = pool && (await pooledArrow(pool, project, opts, select))
+    if (viaPool) return viaPool
     const { sql, params } = await querySql(project, opts, (s, p) => this.reader.readAll(s, p), select)
     const result = await this.reader.streamChunks(sql, params)
     const plan = arrowPlan(result.names, result.types)
@@ -160,6 +171,26 @@ export class CallStore implements CallSource {
       for await (const chunk of result.chunks) yield chunkToBatch(plan, chunk)
     }
     return { schema: plan.schema, batches: batches() }
+  }
+
+  /**
+   * The reader pool for an export (not a page): the segments' calls are read and converted in worker
+   * threads, the tail's on this one, merged in order (readers/export.ts). WEFT_READERS=0 reads in-process.
+   */
+  private pooled(opts: QueryOptions): PooledDeps | null {
+    const threads = Number(process.env.WEFT_READERS ?? 2)
+    if (threads <= 0 || this.storage.closed || !isExport(opts)) return null
+    this.readers ??= new ReaderPool({
+      threads,
+      maxQueue: Number(process.env.WEFT_READER_QUEUE ?? 64),
+      timeoutMs: this.storage.opts.queryTimeoutMs,
+    })
+    return { storage: this.storage, pool: this.readers }
+  }
+
+  /** Reader pool figures for /admin/stats (null before its first read). */
+  get readerStats() {
+    return this.readers?.stats ?? null
   }
 
   /** The same as query, as an apache-arrow Table (for embedding: the analytics user gets columns). */
@@ -205,7 +236,8 @@ export class CallStore implements CallSource {
     return (await this.reader.readAll(sql, params)).map((r) => String(r.id))
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
+    await this.readers?.close()
     return this.storage.close()
   }
 }

@@ -52,3 +52,23 @@ export function checkAnnotationValue(spec: unknown, ref: string, value: unknown)
   const validate = validatorFor(fieldSchemaOf(spec, ref), ref)
   if (!validate(value)) throw new DomainError(400, 'Feedback payload does not match annotation spec')
 }
+
+/**
+ * An annotation's `payload.value` must satisfy the `field_schema` of the spec its `annotation_ref` names
+ * (the rules already checked the ref is an object of the row's project). An unknown spec version is 404,
+ * a deleted one 400, as in Weave. Each spec is read once per batch (`read`: the value at a ref, null if deleted).
+ */
+export async function checkAnnotationValues(
+  reqs: { annotation_ref?: string | null; payload: Record<string, unknown> }[],
+  read: (ref: string) => Promise<unknown>,
+): Promise<void> {
+  const specs = new Map<string, unknown>()
+  for (const req of reqs) {
+    const ref = req.annotation_ref
+    if (!ref) continue
+    if (!specs.has(ref)) specs.set(ref, await read(ref))
+    const spec = specs.get(ref)
+    if (spec === null) throw new DomainError(400, `Annotation ref ${ref} not found`)
+    checkAnnotationValue(spec, ref, req.payload.value)
+  }
+}

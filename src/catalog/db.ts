@@ -41,7 +41,8 @@ export class Catalog {
     } catch (e) {
       const msg = (e as Error).message
       if (/Could not set lock/i.test(msg)) throw new CatalogLockedError(msg)
-      throw e
+      // DuckDB's checksum errors do not say which database: a start refusing a damaged catalog names the file.
+      throw new Error(`catalog ${file} cannot be opened: ${msg}`, { cause: e })
     }
     const cat = new Catalog(instance, await instance.connect(), await instance.connect(), file)
     await cat.migrate()

@@ -30,7 +30,7 @@ export const FEEDBACK_COLUMNS: Record<string, string> = {
 const SEGMENT = /^[A-Za-z0-9_-]+$/
 
 /** `payload.a.b` split into its path, or null when the name is not a payload path of the safe pattern. */
-function payloadPath(field: string): string[] | null {
+export function payloadPath(field: string): string[] | null {
   const [root, ...path] = field.split('.')
   return root === 'payload' && path.length > 0 && path.every((s) => SEGMENT.test(s)) ? path : null
 }

@@ -1,7 +1,8 @@
 import type { DuckDBValue } from '@duckdb/node-api'
 import { randomUUID } from 'node:crypto'
+import type { FeedbackBackend } from './backends.js'
 import type { Catalog, Tx } from './db.js'
-import { checkAnnotationValue } from './annotation-spec.js'
+import { checkAnnotationValues } from './annotation-spec.js'
 import { checkFeedback } from './feedback-rules.js'
 import { compileExpr, fieldSql, FEEDBACK_COLUMNS, Params } from './feedback-query.js'
 import { ObjectStore } from './objects.js'
@@ -55,7 +56,7 @@ function pick(values: FeedbackValues, f: FeedbackField, call: string, type: stri
 }
 
 /** Feedback (docs/feedback.md): rows about a call or object, checked by Weave's type rules before they are stored. */
-export class FeedbackStore {
+export class FeedbackStore implements FeedbackBackend {
   private readonly refs: RefResolver
 
   constructor(private readonly catalog: Catalog) {
@@ -65,7 +66,7 @@ export class FeedbackStore {
   /** Checks every row first, then stores them all in one transaction: one bad row stores none. */
   async create(reqs: FeedbackCreateReq[], userId: string, replacing?: { project: string; id: string }): Promise<FeedbackCreateRes[]> {
     const checked: Checked[] = reqs.map((req) => ({ req, id: req.id ?? randomUUID(), payload: checkFeedback(req) }))
-    await this.checkAnnotationValues(reqs)
+    await checkAnnotationValues(reqs, (ref) => this.refs.readBatch([ref], () => true).then((v) => v[0] ?? null))
     const now = Date.now()
     await this.catalog.transaction(async (tx) => {
       if (replacing) await this.remove(tx, replacing.project, [replacing.id], true)
@@ -137,23 +138,6 @@ export class FeedbackStore {
     if (req.id === feedbackId) throw new DomainError(400, 'A replacement gets a new id; id must differ from feedback_id')
     const [res] = await this.create([req], userId, { project, id: feedbackId })
     return res!
-  }
-
-  /**
-   * An annotation's `payload.value` must satisfy the `field_schema` of the spec its `annotation_ref` names
-   * (the rules already checked the ref is an object of the row's project). An unknown spec version is 404,
-   * a deleted one 400, as in Weave. Each spec is read once per batch.
-   */
-  private async checkAnnotationValues(reqs: FeedbackCreateReq[]): Promise<void> {
-    const specs = new Map<string, unknown>()
-    for (const req of reqs) {
-      const ref = req.annotation_ref
-      if (!ref) continue
-      if (!specs.has(ref)) specs.set(ref, (await this.refs.readBatch([ref], () => true))[0] ?? null)
-      const spec = specs.get(ref)
-      if (spec === null) throw new DomainError(400, `Annotation ref ${ref} not found`)
-      checkAnnotationValue(spec, ref, req.payload.value)
-    }
   }
 
   private async remove(tx: Tx, project: string, ids: string[], mustExist: boolean): Promise<void> {

@@ -1,6 +1,9 @@
 import { createHash, randomUUID } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import type { FilesBackend, Staged, StoredFile } from './backends.js'
+
+export type { Staged, StoredFile } from './backends.js'
 import type { Catalog } from './db.js'
 import { digestOfSha256 } from './digest.js'
 import { DomainError } from '../core/errors.js'
@@ -17,19 +20,6 @@ const TMP_DIR = 'tmp'
 /** What `digestBytes` produces; nothing else is ever used as a file name. */
 const DIGEST = /^[A-Za-z0-9]{43}$/
 const READ_CHUNK = 256 * 1024
-
-/** Bytes written to a temporary file and fsynced, not yet visible under their digest. */
-export interface Staged {
-  tmp: string
-  digest: string
-  size: number
-}
-
-export interface StoredFile {
-  size: number
-  /** Read from disk as the consumer pulls; the file is closed when iteration ends or is abandoned. */
-  chunks: AsyncIterable<Buffer>
-}
 
 /** Makes a rename or a new directory entry durable: fsync the directory holding it. */
 async function syncDir(dir: string): Promise<void> {
@@ -52,9 +42,59 @@ async function* once(b: Buffer): AsyncGenerator<Buffer> {
   yield b
 }
 
+/**
+ * Writes `chunks` to a new file in `tmpDir` while hashing them, then fsyncs it; throws (and leaves nothing behind)
+ * if the chunks do. Both file stores stage uploads so (this one and clickhouse/files.ts).
+ */
+export async function stageFile(tmpDir: string, chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<Staged> {
+  const tmp = path.join(tmpDir, randomUUID())
+  const hash = createHash('sha256')
+  let size = 0
+  let fh: fs.FileHandle | undefined
+  try {
+    fh = await fs.open(tmp, 'wx', 0o644)
+    for await (const chunk of chunks) {
+      hash.update(chunk)
+      size += chunk.byteLength
+      for (let at = 0; at < chunk.byteLength;) at += (await fh.write(chunk, at)).bytesWritten
+    }
+    await fh.sync()
+    await fh.close()
+    fh = undefined
+  } catch (e) {
+    await fh?.close().catch(() => {})
+    await fs.rm(tmp, { force: true })
+    throw storageError(e)
+  }
+  return { tmp, digest: digestOfSha256(hash.digest()), size }
+}
+/** Stages, commits and cleans up: a file from bytes the server has (op code), on either store. */
+export async function putFile(
+  files: FilesBackend,
+  projectId: string,
+  chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+): Promise<string> {
+  const staged = await files.stage(chunks)
+  try {
+    await files.commit(projectId, staged)
+  } finally {
+    await files.discard(staged)
+  }
+  return staged.digest
+}
+
+/** The whole file in memory, for callers that need it so (op code, small files); null if unknown. */
+export async function readWholeFile(files: FilesBackend, projectId: string, digest: string): Promise<Buffer | null> {
+  const f = await files.open(projectId, digest)
+  if (!f) return null
+  const parts: Buffer[] = []
+  for await (const c of f.chunks) parts.push(c)
+  return Buffer.concat(parts)
+}
+
 const stores = new WeakMap<Catalog, FileStore>()
 
-export class FileStore {
+export class FileStore implements FilesBackend {
   private readonly root: string
   private readonly tmpDir: string
   /** Directories made and carried-over bytes written before the first use (see prepare()). */
@@ -91,27 +131,8 @@ export class FileStore {
     return this.writeTemp(chunks)
   }
 
-  private async writeTemp(chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<Staged> {
-    const tmp = path.join(this.tmpDir, randomUUID())
-    const hash = createHash('sha256')
-    let size = 0
-    let fh: fs.FileHandle | undefined
-    try {
-      fh = await fs.open(tmp, 'wx', 0o644)
-      for await (const chunk of chunks) {
-        hash.update(chunk)
-        size += chunk.byteLength
-        for (let at = 0; at < chunk.byteLength;) at += (await fh.write(chunk, at)).bytesWritten
-      }
-      await fh.sync()
-      await fh.close()
-      fh = undefined
-    } catch (e) {
-      await fh?.close().catch(() => {})
-      await fs.rm(tmp, { force: true })
-      throw storageError(e)
-    }
-    return { tmp, digest: digestOfSha256(hash.digest()), size }
+  private writeTemp(chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<Staged> {
+    return stageFile(this.tmpDir, chunks)
   }
 
   /**
@@ -141,14 +162,8 @@ export class FileStore {
     await fs.rm(staged.tmp, { force: true })
   }
 
-  async put(projectId: string, chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<string> {
-    const staged = await this.stage(chunks)
-    try {
-      await this.commit(projectId, staged)
-    } finally {
-      await this.discard(staged)
-    }
-    return staged.digest
+  put(projectId: string, chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<string> {
+    return putFile(this, projectId, chunks)
   }
 
   /** The file, opened (so a missing file fails here, before any byte is sent), or null if unknown to the project. */
@@ -174,12 +189,8 @@ export class FileStore {
   }
 
   /** The whole file in memory, for callers that need it so (op code, small files); null if unknown. */
-  async read(projectId: string, digest: string): Promise<Buffer | null> {
-    const f = await this.open(projectId, digest)
-    if (!f) return null
-    const parts: Buffer[] = []
-    for await (const c of f.chunks) parts.push(c)
-    return Buffer.concat(parts)
+  read(projectId: string, digest: string): Promise<Buffer | null> {
+    return readWholeFile(this, projectId, digest)
   }
 
   /** Bytes of every file in the project (each digest once). */

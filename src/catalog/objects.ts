@@ -2,46 +2,12 @@ import type { DuckDBValue } from '@duckdb/node-api'
 import type { Catalog } from './db.js'
 import { valueDigest } from './digest.js'
 import { FileStore } from './files.js'
-import { DomainError } from '../core/errors.js'
-import { isoFromMicros } from '../core/time.js'
+import { classify, deleteTargets, resolveVersion, toVersion, type StoredVersion as Row } from './object-rules.js'
+import type { ObjectsBackend } from './backends.js'
+
+/** Where bench/ and older imports find it. */
+export { classify } from './object-rules.js'
 import type { ObjectVersion, ObjQueryReq } from '../schemas/objects.js'
-
-/** `kind` and classes as Weave derives them from the value (docs/objects.md). */
-export function classify(val: unknown): { kind: 'op' | 'object'; base: string | null; leaf: string | null } {
-  if (!val || typeof val !== 'object' || Array.isArray(val)) return { kind: 'object', base: null, leaf: null }
-  const v = val as Record<string, unknown>
-  const wt = v.weave_type as { type?: unknown } | undefined
-  const type = wt && typeof wt === 'object' ? wt.type : v._type
-  const kind = type === 'Op' ? 'op' : 'object'
-  const bases = v._bases
-  if (
-    Array.isArray(bases) &&
-    bases.length >= 2 &&
-    bases[bases.length - 1] === 'BaseModel' &&
-    (bases[bases.length - 2] === 'Object' || bases[bases.length - 2] === 'BaseObject')
-  ) {
-    const leaf = typeof v._class_name === 'string' ? v._class_name : null
-    const base = bases.length > 2 ? String(bases[bases.length - 3]) : leaf
-    return { kind, base, leaf }
-  }
-  return { kind, base: null, leaf: null }
-}
-
-interface Row {
-  project_id: string
-  object_id: string
-  digest: string
-  version_index: number
-  kind: 'op' | 'object'
-  base_object_class: string | null
-  leaf_object_class: string | null
-  val_dump: string
-  user_id: string | null
-  created_us: bigint
-  deleted_us: bigint | null
-  size_bytes: bigint
-  latest: boolean
-}
 
 /**
  * `latest`: the newest non-deleted version by creation time, kept in `is_latest` by every write (see
@@ -69,31 +35,6 @@ export const MARK_ALL_LATEST = `UPDATE objects SET is_latest = (l.d IS NOT NULL)
   FROM objects o LEFT JOIN (SELECT object_id, arg_max(digest, (created_at, version_index)) AS d FROM objects
     WHERE project_id = $1 AND deleted_at IS NULL GROUP BY object_id) l ON l.object_id = o.object_id AND l.d = o.digest
   WHERE o.project_id = $1) l WHERE project_id = $1 AND object_id = l.oid AND digest = l.od`
-
-function toVersion(r: Row, metadataOnly = false, withSize = false): ObjectVersion {
-  return {
-    project_id: r.project_id,
-    object_id: r.object_id,
-    digest: r.digest,
-    version_index: Number(r.version_index),
-    is_latest: r.latest ? 1 : 0,
-    kind: r.kind,
-    base_object_class: r.base_object_class,
-    leaf_object_class: r.leaf_object_class,
-    val: metadataOnly ? {} : JSON.parse(r.val_dump),
-    created_at: isoFromMicros(r.created_us)!,
-    deleted_at: isoFromMicros(r.deleted_us),
-    svc_user_id: r.user_id,
-    ...(withSize ? { size_bytes: Number(r.size_bytes) } : {}),
-  }
-}
-
-/** `digest` may be a content digest, `latest`, or `v<N>`. */
-function resolve(rows: Row[], digest: string): Row | undefined {
-  if (digest === 'latest') return rows.find((x) => x.latest)
-  if (/^v\d+$/.test(digest)) return rows.find((x) => Number(x.version_index) === Number(digest.slice(1)))
-  return rows.find((x) => x.digest === digest)
-}
 
 /** Every version of one object ($1, $2), deleted ones included, by version_index. */
 const VERSIONS = `SELECT * FROM (${select()} WHERE project_id = $1 AND object_id = $2) ORDER BY version_index`
@@ -177,7 +118,7 @@ async function values(
  * version back) rather than adding a version: the SQLite reference server's rule, which keeps
  * version numbers stable.
  */
-export class ObjectStore {
+export class ObjectStore implements ObjectsBackend {
   constructor(private readonly catalog: Catalog) {}
 
   async create(projectId: string, objectId: string, val: unknown, userId: string): Promise<{ digest: string; object_id: string }> {
@@ -209,7 +150,7 @@ export class ObjectStore {
 
   /** `digest` may be a content digest, `latest`, or `v<N>`. */
   async read(projectId: string, objectId: string, digest: string, metadataOnly = false): Promise<ObjectVersion | null> {
-    const r = resolve(await this.catalog.all<Row>(VERSIONS, [projectId, objectId]), digest)
+    const r = resolveVersion(await this.catalog.all<Row>(VERSIONS, [projectId, objectId]), digest)
     return r ? toVersion(r, metadataOnly) : null
   }
 
@@ -231,18 +172,7 @@ export class ObjectStore {
   async delete(projectId: string, objectId: string, digests?: string[] | null): Promise<number> {
     return this.catalog.transaction(async (tx) => {
       const live = (await tx.all<Row>(VERSIONS, [projectId, objectId])).filter((r) => r.deleted_us === null)
-      const asked = digests ? [...new Set(digests)] : null
-      const found = asked ? asked.map((d) => resolve(live, d)) : live
-      const missing = asked ? asked.filter((_, i) => !found[i]) : []
-      const targets = [...new Set(found.filter((r): r is Row => !!r).map((r) => r.digest))]
-      if (targets.length === 0)
-        throw new DomainError(404, `Object ${objectId} (${asked ? asked.join(', ') : 'all versions'}) not found when deleting.`)
-      if (missing.length)
-        throw new DomainError(
-          404,
-          `Delete request contains ${asked!.length} digests, but found ${asked!.length - missing.length} objects to delete. Diff digests: ${missing.join(', ')}`,
-          { extra: { missing_digests: missing } },
-        )
+      const targets = deleteTargets(live, objectId, digests)
       const marks = targets.map((_, i) => `$${i + 3}`).join(', ')
       await tx.run(
         `UPDATE objects SET deleted_at = now()::TIMESTAMP WHERE project_id = $1 AND object_id = $2 AND deleted_at IS NULL AND digest IN (${marks})`,

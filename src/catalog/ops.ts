@@ -1,4 +1,4 @@
-import type { ObjectStore } from './objects.js'
+import type { ObjectsBackend } from './backends.js'
 
 /** What Weave stores for an op whose code was not captured (v2 placeholder ops). */
 export const PLACEHOLDER_OP_SOURCE = 'def func(*args, **kwargs):\n    ... # Code-capture unavailable for this op\n'
@@ -7,6 +7,7 @@ export const PLACEHOLDER_OP_SOURCE = 'def func(*args, **kwargs):\n    ... # Code
 export const PLACEHOLDER_SCORER_SUMMARIZE_SOURCE = `def summarize(score_rows: list) -> dict | None:
     '''Default summarize implementation that auto-summarizes score rows.'''
     from weave.flow.scorer import auto_summarize
+import type { ObjectsBackend } from './backends.js'
     return auto_summarize(score_rows)
 `
 export const PLACEHOLDER_EVALUATE_SOURCE = `import weave
@@ -52,7 +53,7 @@ export interface CreatedVersion {
 
 /** Saves `source` as the op's `obj.py` and the op object pointing at it, as the SDKs do. */
 export async function createOp(
-  objects: ObjectStore,
+  objects: ObjectsBackend,
   projectId: string,
   objectId: string,
   source: string,
@@ -65,7 +66,7 @@ export async function createOp(
 
 /** Creates (or finds) a version and reads back its `version_index`. */
 export async function createVersion(
-  objects: ObjectStore,
+  objects: ObjectsBackend,
   projectId: string,
   objectId: string,
   val: unknown,
@@ -77,7 +78,7 @@ export async function createVersion(
 }
 
 /** The UTF-8 text of an op's (or model's) `obj.py`; null when the value names no such file or it is missing. */
-export async function readSourceFile(objects: ObjectStore, projectId: string, val: unknown): Promise<string | null> {
+export async function readSourceFile(objects: ObjectsBackend, projectId: string, val: unknown): Promise<string | null> {
   const files = (val as { files?: Record<string, unknown> } | null)?.files
   const digest = files && typeof files === 'object' ? files[OP_FILE] : undefined
   if (typeof digest !== 'string') return null

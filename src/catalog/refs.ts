@@ -1,6 +1,5 @@
 import { DomainError } from '../core/errors.js'
-import type { ObjectStore } from './objects.js'
-import type { TableStore } from './tables.js'
+import type { ObjectsBackend, TablesBackend } from './backends.js'
 
 /** Refs one /refs/read_batch may carry (Weave's limit; more is 400). */
 export const MAX_REFS = 1000
@@ -112,8 +111,8 @@ class Batch {
   private flushing = false
 
   constructor(
-    private readonly objects: ObjectStore,
-    private readonly tables: TableStore,
+    private readonly objects: ObjectsBackend,
+    private readonly tables: TablesBackend,
   ) {}
 
   /** A deleted version reads as null; an unknown one is 404. */
@@ -203,8 +202,8 @@ class Batch {
 /** Reads values by ref: object versions, paths into them, and table rows reached through them. */
 export class RefResolver {
   constructor(
-    private readonly objects: ObjectStore,
-    private readonly tables: TableStore,
+    private readonly objects: ObjectsBackend,
+    private readonly tables: TablesBackend,
   ) {}
 
   /**

@@ -20,68 +20,18 @@ import {
 } from './table-chunks.js'
 import { ENTRIES, orderBy, SortOrderCache } from './table-order.js'
 import { DomainError } from '../core/errors.js'
+import type { TablesBackend } from './backends.js'
+import { applyUpdates, checkCount, checkExpected, MAX_REQUEST_ROWS, MAX_TABLE_ROWS, toRow, toStored } from './table-rules.js'
 import type { TableQueryReq, TableRow, TableStatsRow, TableUpdateSpec } from '../schemas/tables.js'
 
-/** Rows one create or update carries (the body limit bounds their bytes); the Python SDK sends ~10 MB chunks. */
-export const MAX_REQUEST_ROWS = 100_000
-/** Rows one table may hold: a dataset grows past one request by `/table/update` appends. */
-export const MAX_TABLE_ROWS = 10_000_000
 /** Hash states of recently written tables kept so an append hashes only the new rows (a Hash is ~400 bytes). */
 const HASH_STATES = 64
-
-function checkCount(n: number, max: number, what: string): void {
-  if (n > max) throw new DomainError(413, `${n} ${what}; at most ${max}`)
-}
-
-/** A row as Weave digests it (docs/tables.md); only JSON objects are rows. */
-function toStored(row: unknown, where: string): StoredRow {
-  if (row === null || typeof row !== 'object' || Array.isArray(row))
-    throw new DomainError(
-      400,
-      `${where}: a table row must be a JSON object, got ${row === null ? 'null' : Array.isArray(row) ? 'an array' : typeof row}`,
-    )
-  const { python, compact } = dumpsBoth(row)
-  return { digest: digestBytes(python), val_dump: compact }
-}
-
-function checkExpected(expected: string | null | undefined, digest: string): void {
-  if (expected && expected !== digest) throw new DomainError(409, `Digest mismatch: expected ${expected}, computed ${digest}`)
-}
-
-/** Applies the updates in order to a copy of the row list; answers the row each one touched. */
-function applyUpdates(list: string[], updates: TableUpdateSpec[], fresh: StoredRow[]): string[] {
-  const touched: string[] = []
-  updates.forEach((u, i) => {
-    if ('append' in u) {
-      const s = toStored(u.append.row, `updates[${i}].append.row`)
-      fresh.push(s)
-      list.push(s.digest)
-      touched.push(s.digest)
-    } else if ('pop' in u) {
-      if (u.pop.index < 0 || u.pop.index >= list.length) throw new DomainError(400, `updates[${i}].pop: Index out of range`)
-      touched.push(list.splice(u.pop.index, 1)[0]!)
-    } else {
-      if (u.insert.index < 0 || u.insert.index > list.length) throw new DomainError(400, `updates[${i}].insert: Index out of range`)
-      const s = toStored(u.insert.row, `updates[${i}].insert.row`)
-      fresh.push(s)
-      list.splice(u.insert.index, 0, s.digest)
-      touched.push(s.digest)
-    }
-  })
-  return touched
-}
-
-const toRow = (digest: string, val_dump: string, original_index: number): TableRow => ({
-  digest,
-  val: JSON.parse(val_dump),
-  original_index,
-})
 
 /**
  * Tables (docs/tables.md): ordered lists of row digests, kept in shared chunks; rows stored once per project
  * and digest.
  */
-export class TableStore {
+export class TableStore implements TablesBackend {
   private readonly hashes = new Map<string, Hash>()
   private readonly orders = new SortOrderCache()
 

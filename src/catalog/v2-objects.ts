@@ -1,7 +1,6 @@
 import { DomainError } from '../core/errors.js'
+import type { ObjectsBackend, TablesBackend } from './backends.js'
 import type { DatasetCreateReq, EvaluationCreateReq, ModelCreateReq, OpCreateReq, ScorerCreateReq } from '../schemas/v2.js'
-import type { ObjectStore } from './objects.js'
-import type { TableStore } from './tables.js'
 import { parseRef } from './refs.js'
 import {
   createOp,
@@ -52,7 +51,7 @@ function withAttributes(
  * A ref given in a body must parse, stay in this project, name a version by content digest (a stored ref
  * must not move) and name a live version of the expected kind.
  */
-async function checkRef(objects: ObjectStore, projectId: string, ref: string, field: string, want: 'dataset' | 'scorer'): Promise<void> {
+async function checkRef(objects: ObjectsBackend, projectId: string, ref: string, field: string, want: 'dataset' | 'scorer'): Promise<void> {
   let r
   try {
     r = parseRef(ref)
@@ -75,7 +74,7 @@ async function checkRef(objects: ObjectStore, projectId: string, ref: string, fi
 }
 
 /** An op from its source; none sent: Weave's placeholder. An empty string is kept as sent. */
-export async function createV2Op(objects: ObjectStore, projectId: string, body: OpCreateReq, userId: string): Promise<CreatedVersion> {
+export async function createV2Op(objects: ObjectsBackend, projectId: string, body: OpCreateReq, userId: string): Promise<CreatedVersion> {
   const id = makeObjectId(body.name, 'Op')
   checkObjectId(id)
   return createOp(objects, projectId, id, body.source_code ?? PLACEHOLDER_OP_SOURCE, userId)
@@ -83,8 +82,8 @@ export async function createV2Op(objects: ObjectStore, projectId: string, body: 
 
 /** The rows become a table; the Dataset object points at it by ref. */
 export async function createDataset(
-  objects: ObjectStore,
-  tables: TableStore,
+  objects: ObjectsBackend,
+  tables: TablesBackend,
   projectId: string,
   body: DatasetCreateReq,
   userId: string,
@@ -103,7 +102,7 @@ export async function createDataset(
 
 /** Two ops (`<id>_score` from the source, `<id>_summarize` a placeholder) and the Scorer object naming them. */
 export async function createScorer(
-  objects: ObjectStore,
+  objects: ObjectsBackend,
   projectId: string,
   body: ScorerCreateReq,
   userId: string,
@@ -126,7 +125,7 @@ export async function createScorer(
 
 /** Three placeholder ops and the Evaluation object; the dataset and scorer refs are checked first. */
 export async function createEvaluation(
-  objects: ObjectStore,
+  objects: ObjectsBackend,
   projectId: string,
   body: EvaluationCreateReq,
   userId: string,
@@ -167,7 +166,7 @@ export async function createEvaluation(
 
 /** The source as the model's `obj.py`; `attributes` merged into the object after its own fields. */
 export async function createModel(
-  objects: ObjectStore,
+  objects: ObjectsBackend,
   projectId: string,
   body: ModelCreateReq,
   userId: string,

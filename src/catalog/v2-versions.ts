@@ -1,7 +1,7 @@
 import { DomainError } from '../core/errors.js'
+import type { ObjectsBackend } from './backends.js'
 import type { ObjectVersion } from '../schemas/objects.js'
 import { MAX_DELETE_DIGESTS } from '../schemas/objects.js'
-import type { ObjectStore } from './objects.js'
 import { readSourceFile } from './ops.js'
 
 /** The versioned kinds of the /v2 project API; each is a class of object versions (or the ops). */
@@ -10,7 +10,7 @@ export type V2Kind = 'ops' | 'datasets' | 'scorers' | 'evaluations' | 'models'
 /** One read result (a JSONL line of a listing): the version fields plus the kind's own. */
 export type V2Item = Record<string, unknown>
 
-type Shape = (objects: ObjectStore, v: ObjectVersion, strict: boolean) => Promise<V2Item>
+type Shape = (objects: ObjectsBackend, v: ObjectVersion, strict: boolean) => Promise<V2Item>
 
 interface KindSpec {
   /** In messages: `Dataset x:v0 not found`. */
@@ -36,21 +36,21 @@ const valOf = (v: ObjectVersion): Record<string, unknown> =>
 const str = (x: unknown, fallback: string): string => (typeof x === 'string' ? x : fallback)
 const optStr = (x: unknown): string | null => (typeof x === 'string' ? x : null)
 
-async function shapeOp(objects: ObjectStore, v: ObjectVersion): Promise<V2Item> {
+async function shapeOp(objects: ObjectsBackend, v: ObjectVersion): Promise<V2Item> {
   return { ...head(v), code: (await readSourceFile(objects, projectOf(v), v.val)) ?? '' }
 }
 
-async function shapeDataset(_o: ObjectStore, v: ObjectVersion): Promise<V2Item> {
+async function shapeDataset(_o: ObjectsBackend, v: ObjectVersion): Promise<V2Item> {
   const val = valOf(v)
   return { ...head(v), name: str(val.name, v.object_id), description: optStr(val.description), rows: str(val.rows, '') }
 }
 
-async function shapeScorer(_o: ObjectStore, v: ObjectVersion): Promise<V2Item> {
+async function shapeScorer(_o: ObjectsBackend, v: ObjectVersion): Promise<V2Item> {
   const val = valOf(v)
   return { ...head(v), name: str(val.name, v.object_id), description: optStr(val.description), score_op: str(val.score, '') }
 }
 
-async function shapeEvaluation(_o: ObjectStore, v: ObjectVersion): Promise<V2Item> {
+async function shapeEvaluation(_o: ObjectsBackend, v: ObjectVersion): Promise<V2Item> {
   const val = valOf(v)
   return {
     ...head(v),
@@ -67,7 +67,7 @@ async function shapeEvaluation(_o: ObjectStore, v: ObjectVersion): Promise<V2Ite
 }
 
 /** `strict` (a read of one version): a model without its source file is an error, as in Weave; a listing shows "". */
-async function shapeModel(objects: ObjectStore, v: ObjectVersion, strict: boolean): Promise<V2Item> {
+async function shapeModel(objects: ObjectsBackend, v: ObjectVersion, strict: boolean): Promise<V2Item> {
   const val = valOf(v)
   const source = await readSourceFile(objects, projectOf(v), val)
   if (source === null && strict) throw new DomainError(400, `Model ${v.object_id} has no source file`)
@@ -103,7 +103,7 @@ export function isOfKind(kind: V2Kind, v: Pick<ObjectVersion, 'kind' | 'base_obj
  * with limit/offset go by object id instead, as Weave's op listing does when it pages.
  */
 export async function listVersions(
-  objects: ObjectStore,
+  objects: ObjectsBackend,
   kind: V2Kind,
   projectId: string,
   page: { limit?: number; offset?: number },
@@ -124,7 +124,7 @@ export async function listVersions(
 
 /** One version; `digest` may be a content digest, `latest` or `v<N>`. Unknown, another kind's, or deleted: 404. */
 export async function readVersion(
-  objects: ObjectStore,
+  objects: ObjectsBackend,
   kind: V2Kind,
   projectId: string,
   objectId: string,
@@ -143,7 +143,7 @@ export async function readVersion(
  * nothing found, or some digests unknown → 404 and nothing deleted.
  */
 export async function deleteVersions(
-  objects: ObjectStore,
+  objects: ObjectsBackend,
   kind: V2Kind,
   projectId: string,
   objectId: string,

@@ -11,6 +11,16 @@ export type ClickHouseTarget =
   ({ kind: 'clickhouse'; http: HttpOptions } & ClickHouseCallsOptions) | ({ kind: 'chdb'; chdb: ChdbOptions } & ClickHouseCallsOptions)
 
 /**
+ * The HTTP client gives up on a request after its own timeout: past the server's query timeout, so a
+ * slow query ends as ClickHouse's TIMEOUT_EXCEEDED (a 504, settings.ts), not as a dropped socket.
+ */
+function httpOptions(target: { http: HttpOptions; queryTimeoutMs?: number }): HttpOptions {
+  const { http, queryTimeoutMs } = target
+  if (queryTimeoutMs === undefined) return http
+  return { ...http, requestTimeoutMs: Math.max(http.requestTimeoutMs ?? 30_000, queryTimeoutMs + 5_000) }
+}
+
+/**
  * The call routes' backend (calls/backend.ts) on ClickHouse. Ingest bodies are parsed and validated
  * in the worker pool as for the embedded store; the record they produce is turned back into parts
  * here and inserted. Arrow answers and storage sizes are not served yet (the routes say 501).
@@ -21,9 +31,15 @@ export class ClickHouseCallBackend implements CallBackend {
     readonly calls: ClickHouseCalls,
   ) {}
 
+  /**
+   * `include_total_storage_size` of /calls/query_stats: answered by the statistics side (stats-engines.ts),
+   * which the routes' composition hands in; unset, the route answers 501 naming the backend.
+   */
+  traceStorageBytes?: (project: string, opts: QueryOptions) => Promise<number>
+
   /** Connects (or starts chdb) and applies pending migrations. */
   static async open(target: ClickHouseTarget): Promise<ClickHouseCallBackend> {
-    const exec: Executor = target.kind === 'chdb' ? await ChdbExecutor.open(target.chdb) : new HttpExecutor(target.http)
+    const exec: Executor = target.kind === 'chdb' ? await ChdbExecutor.open(target.chdb) : new HttpExecutor(httpOptions(target))
     try {
       return new ClickHouseCallBackend(target.kind, await ClickHouseCalls.open(exec, target))
     } catch (e) {

@@ -1,4 +1,4 @@
-import { checkFilterList } from '../calls/read/filter.js'
+import { filterTerms } from '../calls/read/filter.js'
 import type { CallFilter, QueryOptions } from '../calls/model.js'
 import { table, type Layout } from './layout.js'
 import { chCompileQuery } from './query/expr.js'
@@ -34,9 +34,10 @@ export const CH_SELECT_OUT = `m.id AS id, m.project_id AS project_id, m.op_name 
   ${CH_DERIVED['summary.weave.trace_name']!.sql} AS d_trace_name`
 
 /**
- * The filter as conditions on the merged call (`m.`) and on calls_merged rows (`c.`): a merged value
- * is one of its rows' values, so "some row matches" narrows the calls to merge without changing
- * the answer (the merged condition still decides).
+ * The filter (taken apart by calls/read/filter.ts, as for the embedded store) as conditions on the
+ * merged call (`m.`) and on calls_merged rows (`c.`): a merged value is one of its rows' values, so
+ * "some row matches" narrows the calls to merge without changing the answer (the merged condition
+ * still decides).
  */
 export function chFilterSql(
   f: CallFilter | null | undefined,
@@ -46,53 +47,29 @@ export function chFilterSql(
 ): { where: string[]; inner: string[] } {
   const where: string[] = []
   const inner: string[] = []
-  if (!f) return { where, inner }
+  const t = filterTerms(f)
   const narrowBy = (cond: string) => inner.push(`c.id IN (SELECT id FROM ${table(l, 'calls_merged')} WHERE project_id = ${p} AND ${cond})`)
-  if (f.op_names) {
-    checkFilterList('op_names', f.op_names)
-    const exact = params.add(
-      f.op_names.filter((n) => !n.endsWith(':*')),
-      'Array(String)',
-    )
-    const any = (c: string) =>
-      `(has(${exact}, ${c})${f
-        .op_names!.filter((n) => n.endsWith(':*'))
-        .map((n) => ` OR startsWith(${c}, ${params.add(n.slice(0, -1), 'String')})`)
-        .join('')})`
+  if (t.opNames) {
+    const { exact, prefixes } = t.opNames
+    const e = params.add(exact, 'Array(String)')
+    const starts = prefixes.map((n) => params.add(n, 'String'))
+    const any = (c: string) => `(has(${e}, ${c})${starts.map((s) => ` OR startsWith(${c}, ${s})`).join('')})`
     where.push(any('m.op_name'))
     narrowBy(any('tupleElement(op_name, 2)'))
   }
-  const list = (name: string, values: string[] | null | undefined, column: string) => {
-    if (!values) return
-    checkFilterList(name, values)
-    // As Weave (and the embedded store): an empty id list filters nothing; empty thread or turn ids match nothing.
-    if (values.length === 0 && column !== 'thread_id' && column !== 'turn_id') return
+  for (const { column, values } of t.lists) {
+    if (values.length === 0) {
+      where.push('false')
+      continue
+    }
     const v = params.add(values, 'Array(String)')
     where.push(`has(${v}, m.${column})`)
     if (column === 'id') inner.push(`has(${v}, c.id)`)
     else if (column === 'trace_id' || column === 'parent_id') narrowBy(`has(${v}, tupleElement(${column}, 2))`)
   }
-  list('parent_ids', f.parent_ids, 'parent_id')
-  list('trace_ids', f.trace_ids, 'trace_id')
-  list('call_ids', f.call_ids, 'id')
-  list('thread_ids', f.thread_ids, 'thread_id')
-  list('turn_ids', f.turn_ids, 'turn_id')
-  list('svc_user_ids', union(f.svc_user_ids, f.wb_user_ids), 'user_id')
-  list('svc_run_ids', union(f.svc_run_ids, f.wb_run_ids), 'run_id')
-  for (const name of ['input_refs', 'output_refs'] as const) {
-    const v = f[name]
-    if (!v) continue
-    checkFilterList(name, v)
-    if (v.length === 0) continue
-    where.push(`hasAny(m.${name}, ${params.add(v, 'Array(String)')})`)
-  }
-  if (f.trace_roots_only) where.push('m.parent_id IS NULL')
+  for (const { column, values } of t.refs) where.push(`hasAny(m.${column}, ${params.add(values, 'Array(String)')})`)
+  if (t.rootsOnly) where.push('m.parent_id IS NULL')
   return { where, inner }
-}
-
-function union(a: string[] | null | undefined, b: string[] | null | undefined): string[] | undefined {
-  if (!a && !b) return undefined
-  return [...new Set([...(a ?? []), ...(b ?? [])])]
 }
 
 /** The merged, live calls of a project that match: `(merge) AS m WHERE …`. */

@@ -1,11 +1,12 @@
 import type { CallPart, CallRecord, QueryOptions } from '../calls/model.js'
 import { toCall } from '../calls/read/to-call.js'
-import type { Executor, Settings } from './executor.js'
+import type { Executor, Row, Settings } from './executor.js'
 import { insertTarget, readSettings, writeSettings, type Layout } from './layout.js'
 import { migrate } from './migrations.js'
 import { partRow, SeqClock } from './parts.js'
 import { chCountSql, chLiveByIdsSql, chSelectSql } from './calls-sql.js'
 import { ChParams } from './query/params.js'
+import { mapTimeout, timeoutSettings, withTimeout } from './settings.js'
 
 export interface ClickHouseCallsOptions extends Layout {
   /**
@@ -13,6 +14,8 @@ export interface ClickHouseCallsOptions extends Layout {
    * (`insert_quorum`, `async_insert` with `wait_for_async_insert`; see executor.ts Settings).
    */
   insertSettings?: Settings
+  /** `--query-timeout-ms`: a read running longer is stopped by ClickHouse and answers 504 (settings.ts). */
+  queryTimeoutMs?: number
 }
 
 /**
@@ -29,7 +32,7 @@ export class ClickHouseCalls {
     readonly exec: Executor,
     private readonly opts: ClickHouseCallsOptions,
   ) {
-    this.reads = readSettings(opts)
+    this.reads = { ...readSettings(opts), ...timeoutSettings(opts.queryTimeoutMs) }
     this.writes = { ...writeSettings(opts), ...opts.insertSettings }
   }
 
@@ -49,7 +52,12 @@ export class ClickHouseCalls {
   async query(project: string, opts: QueryOptions): Promise<CallRecord[]> {
     const params = new ChParams()
     const sql = chSelectSql(this.opts, project, opts, params)
-    return (await this.exec.query(sql, params.values, this.reads)).map(toCall)
+    return (await this.rows(sql, params)).map(toCall)
+  }
+
+  /** A read's rows, under the read settings; ClickHouse's timeout becomes the embedded store's 504. */
+  private rows(sql: string, params: ChParams): Promise<Row[]> {
+    return withTimeout(this.opts.queryTimeoutMs, () => this.exec.query(sql, params.values, this.reads))
   }
 
   /**
@@ -63,12 +71,16 @@ export class ClickHouseCalls {
   }
 
   private async *streamRows(sql: string, params: ChParams): AsyncGenerator<CallRecord[]> {
-    for await (const rows of this.exec.stream(sql, params.values, this.reads)) yield rows.map(toCall)
+    try {
+      for await (const rows of this.exec.stream(sql, params.values, this.reads)) yield rows.map(toCall)
+    } catch (e) {
+      throw mapTimeout(e, this.opts.queryTimeoutMs)
+    }
   }
 
   async count(project: string, opts: QueryOptions): Promise<number> {
     const params = new ChParams()
-    const [r] = await this.exec.query(chCountSql(this.opts, project, opts, params), params.values, this.reads)
+    const [r] = await this.rows(chCountSql(this.opts, project, opts, params), params)
     return Number(r!.n)
   }
 
@@ -92,6 +104,6 @@ export class ClickHouseCalls {
   private async liveIds(project: string, ids: string[], by: 'id' | 'parent'): Promise<string[]> {
     const params = new ChParams()
     const sql = chLiveByIdsSql(this.opts, project, ids, by, params)
-    return (await this.exec.query(sql, params.values, this.reads)).map((r) => String(r.id))
+    return (await this.rows(sql, params)).map((r) => String(r.id))
   }
 }

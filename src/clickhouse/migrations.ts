@@ -2,7 +2,16 @@ import type { Executor } from './executor.js'
 import { ident } from './executor.js'
 import { onCluster, table, type Layout } from './layout.js'
 import { CALL_PARTS, CALL_USAGE, CALLS_MERGED, callViews, createTable } from './schema.js'
-import { FEEDBACK, FILES, LLM_TOKEN_PRICES, OBJECT_VERSIONS, TABLE_ROWS, TABLES } from './schema-catalog.js'
+import {
+  addColumn,
+  FEEDBACK,
+  FILES,
+  LLM_TOKEN_PRICES,
+  OBJECT_FIRST_CREATED,
+  OBJECT_VERSIONS,
+  TABLE_ROWS,
+  TABLES,
+} from './schema-catalog.js'
 
 /**
  * Versioned schema changes, applied in order at start and recorded in `weft_migrations`. Every
@@ -26,6 +35,11 @@ export const MIGRATIONS: Migration[] = [
     version: 2,
     name: 'catalog',
     statements: (l) => [OBJECT_VERSIONS, TABLES, TABLE_ROWS, FILES, FEEDBACK, LLM_TOKEN_PRICES].flatMap((t) => createTable(l, t)),
+  },
+  {
+    version: 3,
+    name: 'object_first_created',
+    statements: (l) => addColumn(l, OBJECT_VERSIONS, `${OBJECT_FIRST_CREATED} DEFAULT created_at`),
   },
 ]
 

@@ -1,3 +1,4 @@
+import { localTable, onCluster, table, type Layout } from './layout.js'
 import type { TableSpec } from './schema.js'
 
 /**
@@ -110,4 +111,17 @@ export const LLM_TOKEN_PRICES: TableSpec = {
   engine: 'MergeTree',
   orderBy: '(pricing_level, pricing_level_id, provider_id, llm_id, effective_date)',
   shardBy: 'cityHash64(pricing_level_id)',
+}
+
+/**
+ * When a version was first created, kept through a delete and a re-create (which gives it a new `created_at`):
+ * `version_index` is the rank by this time, computed on read, so concurrent writers never have to agree on a
+ * counter and a re-created version keeps its index.
+ */
+export const OBJECT_FIRST_CREATED = `first_created_at ${TS}`
+
+/** ALTER … ADD COLUMN for a table of a layout: on a cluster, its local tables and its Distributed one. */
+export function addColumn(l: Layout, t: TableSpec, column: string): string[] {
+  const add = (name: string) => `ALTER TABLE ${name}${onCluster(l)} ADD COLUMN IF NOT EXISTS ${column}`
+  return l.cluster ? [add(localTable(l, t.name)), add(table(l, t.name))] : [add(table(l, t.name))]
 }

@@ -1,10 +1,13 @@
 import { DomainError } from '../core/errors.js'
 import type { Compiled } from './compiled.js'
+import type { Dialect } from './dialect.js'
+import { DUCKDB } from './duckdb-dialect.js'
 import { boundValues, callField } from './fields.js'
 import { Params } from './params.js'
 
 /**
- * Weave's query language (`{"$expr": ...}`, docs/calls-and-storage.md) compiled to DuckDB SQL, with
+ * Weave's query language (`{"$expr": ...}`, docs/calls-and-storage.md) compiled to SQL — DuckDB's, or
+ * ClickHouse's (the dialect, dialect.ts, spells it; the semantics here are the one definition) — with
  * the semantics of Weave's ClickHouse server: JSON fields read as text (`''` when missing), a failed
  * `$convert` is NULL, and NULL follows SQL's three-valued logic through `$not`, `$and` and `$or` — the
  * caller keeps a row only where the whole condition is true. Fields come from a resolver, one per
@@ -14,10 +17,13 @@ import { Params } from './params.js'
 export { Params } from './params.js'
 export { CALL_COLUMNS, DERIVED } from './fields.js'
 
-export type Resolver = (field: string, params: Params) => Compiled
+export type { Dialect } from './dialect.js'
+export { DUCKDB } from './duckdb-dialect.js'
 
-export interface CompileOptions {
-  resolve: Resolver
+export type Resolver<P = Params> = (field: string, params: P) => Compiled
+
+export interface CompileOptions<P = Params> {
+  resolve: Resolver<P>
   /** Compare a JSON field with a number as a number (feedback queries); otherwise 400, as Weave. */
   lenientJson?: boolean
 }
@@ -26,11 +32,13 @@ const MAX_NODES = 2000
 const MAX_DEPTH = 64
 const CMP: Record<string, string> = { $eq: '=', $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' }
 
-export class Compiler {
+/** The compiler for any dialect; `Compiler` is DuckDB's, `ChCompiler` (clickhouse/query/expr.ts) ClickHouse's. */
+export class QueryCompiler<P> {
   private nodes = 0
   constructor(
-    private readonly params: Params,
-    private readonly opts: CompileOptions,
+    private readonly params: P,
+    private readonly opts: CompileOptions<P>,
+    private readonly dialect: Dialect<P>,
   ) {}
 
   operation(op: unknown, depth: number): Compiled {
@@ -98,33 +106,35 @@ export class Compiler {
     const left = this.operation(arg[0], d)
     if ((arg[1] as unknown[]).length === 0) return { sql: 'false', type: 'bool' }
     const items = (arg[1] as unknown[]).map((x) => this.coerce(left, this.operation(x, d)))
-    return { sql: `(${items[0]!.left} IN (${items.map((i) => i.right).join(', ')}))`, type: 'bool' }
+    return { sql: this.dialect.in(items), type: 'bool' }
   }
 
   private contains(arg: unknown, d: number): Compiled {
     const a = arg as { input?: unknown; substr?: unknown; case_insensitive?: unknown }
     if (!a || typeof a !== 'object' || Array.isArray(a) || a.input === undefined || a.substr === undefined)
       throw new DomainError(400, '$contains takes {input, substr, case_insensitive?}')
-    const i = `CAST(${this.operation(a.input, d).sql} AS VARCHAR)`
-    const s = `CAST(${this.operation(a.substr, d).sql} AS VARCHAR)`
-    return { sql: a.case_insensitive === true ? `contains(lower(${i}), lower(${s}))` : `contains(${i}, ${s})`, type: 'bool' }
+    const i = this.dialect.text(this.operation(a.input, d).sql)
+    const s = this.dialect.text(this.operation(a.substr, d).sql)
+    return { sql: this.dialect.contains(i, s, a.case_insensitive === true), type: 'bool' }
   }
 
   private size(arg: unknown, d: number): Compiled {
-    const x = this.operation(arg, d)
-    if (x.json) return { sql: `coalesce(json_array_length(${x.json.column}, ${x.json.path}), length(${x.sql}))`, type: 'number' }
-    return { sql: `length(CAST(${x.sql} AS VARCHAR))`, type: 'number' }
+    return { sql: this.dialect.size(this.operation(arg, d)), type: 'number' }
   }
 
   private literal(v: unknown): Compiled {
     if (v === null) return { sql: 'NULL', type: 'null', literal: null }
-    if (typeof v === 'string') return { sql: `CAST(${this.params.add(v)} AS VARCHAR)`, type: 'string', literal: v }
-    if (typeof v === 'boolean') return { sql: `CAST(${this.params.add(v)} AS BOOLEAN)`, type: 'bool', literal: v }
-    if (typeof v === 'number' && Number.isFinite(v)) return { sql: `CAST(${this.params.add(v)} AS DOUBLE)`, type: 'number', literal: v }
+    if (typeof v === 'string') return { sql: this.dialect.literal(this.params, v), type: 'string', literal: v }
+    if (typeof v === 'boolean') return { sql: this.dialect.literal(this.params, v), type: 'bool', literal: v }
+    if (typeof v === 'number' && Number.isFinite(v)) return { sql: this.dialect.literal(this.params, v), type: 'number', literal: v }
     throw new DomainError(400, '$literal must be a string, number, boolean or null here')
   }
 
-  /** ClickHouse's `toInt64OrNull`, `toFloat64OrNull`, `toUInt8OrNull`, `toString`; a failed conversion is NULL. */
+  /**
+   * ClickHouse's `toInt64OrNull`, `toFloat64OrNull`, `toUInt8OrNull`, `toString`: a failed conversion
+   * is NULL; an int is an integer's text only ("1.5" is NULL); a bool from text is 'true'/'false' (as
+   * JSON booleans read) or a number, non-zero being true.
+   */
   private convert(arg: unknown, d: number): Compiled {
     const a = arg as { input?: unknown; to?: unknown }
     if (!a || typeof a !== 'object' || a.input === undefined) throw new DomainError(400, '$convert takes {input, to}')
@@ -132,22 +142,13 @@ export class Compiler {
     const text = x.type === 'string'
     switch (a.to) {
       case 'double':
-        return { sql: `TRY_CAST(${x.sql} AS DOUBLE)`, type: 'number' }
+        return { sql: this.dialect.toDouble(x.sql, text), type: 'number' }
       case 'int':
-        // An integer's text only: "1.5" is NULL, not 2 (DuckDB's cast would round it).
-        if (text)
-          return { sql: `(CASE WHEN regexp_full_match(${x.sql}, '[+-]?[0-9]+') THEN TRY_CAST(${x.sql} AS BIGINT) END)`, type: 'number' }
-        return { sql: `TRY_CAST(trunc(TRY_CAST(${x.sql} AS DOUBLE)) AS BIGINT)`, type: 'number' }
+        return { sql: this.dialect.toInt(x.sql, text), type: 'number' }
       case 'string':
-        return { sql: `CAST(${x.sql} AS VARCHAR)`, type: 'string' }
+        return { sql: this.dialect.toText(x.sql), type: 'string' }
       case 'bool':
-        // JSON booleans read as 'true'/'false'; other text as a number (non-zero is true), else NULL.
-        if (text)
-          return {
-            sql: `(CASE ${x.sql} WHEN 'true' THEN true WHEN 'false' THEN false ELSE TRY_CAST(TRY_CAST(${x.sql} AS UTINYINT) AS BOOLEAN) END)`,
-            type: 'bool',
-          }
-        return { sql: `TRY_CAST(${x.sql} AS BOOLEAN)`, type: 'bool' }
+        return { sql: this.dialect.toBool(x.sql, text), type: 'bool' }
       case 'exists':
         return { sql: `(${x.raw ?? x.sql} IS NOT NULL)`, type: 'bool' }
       default:
@@ -170,15 +171,15 @@ export class Compiler {
   private coerce(left: Compiled, right: Compiled): { left: string; right: string } {
     const one = (a: Compiled, b: Compiled): string | null => {
       // Weave turns a number compared with a timestamp column into that instant (seconds since the epoch).
-      if (a.type === 'timestamp' && b.type === 'number') return `make_timestamp(CAST(${b.sql} * 1000000 AS BIGINT))`
-      if (a.type === 'timestamp' && b.type === 'string') return `TRY_CAST(${b.sql} AS TIMESTAMP)`
+      if (a.type === 'timestamp' && b.type === 'number') return this.dialect.timestampFromSeconds(b.sql)
+      if (a.type === 'timestamp' && b.type === 'string') return this.dialect.timestampFromText(b.sql)
       return null
     }
     const l = one(right, left) ?? left.sql
     const r = one(left, right) ?? right.sql
     const num = (c: Compiled) => c.type === 'number' || c.type === 'bool'
-    if (this.opts.lenientJson && left.raw && right.type === 'number') return { left: `TRY_CAST(${left.raw} AS DOUBLE)`, right: r }
-    if (this.opts.lenientJson && right.raw && left.type === 'number') return { left: l, right: `TRY_CAST(${right.raw} AS DOUBLE)` }
+    if (this.opts.lenientJson && left.raw && right.type === 'number') return { left: this.dialect.lenientNumber(left.raw), right: r }
+    if (this.opts.lenientJson && right.raw && left.type === 'number') return { left: l, right: this.dialect.lenientNumber(right.raw) }
     if ((left.type === 'string' && num(right)) || (num(left) && right.type === 'string')) {
       throw new DomainError(
         400,
@@ -189,7 +190,14 @@ export class Compiler {
   }
 
   bool(c: Compiled): string {
-    return c.type === 'bool' ? c.sql : `TRY_CAST(${c.sql} AS BOOLEAN)`
+    return c.type === 'bool' ? c.sql : this.dialect.toBool(c.sql, false)
+  }
+}
+
+/** The compiler in DuckDB's dialect (the embedded store, the catalog). */
+export class Compiler extends QueryCompiler<Params> {
+  constructor(params: Params, opts: CompileOptions) {
+    super(params, opts, DUCKDB)
   }
 }
 

@@ -66,21 +66,41 @@ export function boundValues(target: object | null | undefined): BoundValues {
   return { feedback: boundFeedback(target), expand: boundExpand(target) }
 }
 
-/** A call field (`$getField` and sort keys) as SQL over the merged call `m`. */
-export function callField(field: string, params: Params, bound: BoundValues = {}): Compiled {
+/** How one engine reads call fields: its derived values, JSON paths, and values bound to the request. */
+export interface CallFieldDialect<P> {
+  derived: Record<string, { sql: string; type: SqlType }>
+  json(column: string, segs: string[], params: P): Compiled
+  feedback(field: string, params: P): Compiled
+  /** An expanded ref's value (expand-fields.ts), or null where the field is not under an expand column. */
+  expand(field: string, params: P): Compiled | null
+}
+
+/**
+ * A call field (`$getField` and sort keys) as SQL over the merged call `m`, in any engine's dialect:
+ * which names are fields, how absent values compare, and the errors are decided here, once.
+ */
+export function resolveCallField<P>(field: string, params: P, d: CallFieldDialect<P>): Compiled {
   checkFieldName(field)
-  const col = CALL_COLUMNS[field] ?? DERIVED[field]
+  const col = CALL_COLUMNS[field] ?? d.derived[field]
   // Weave's newest call table stores these absent as '' (and `$eq null` checks for ''): compared so here.
   if (col && SENTINEL_TEXT.has(field)) return { sql: `coalesce(${col.sql}, '')`, raw: col.sql, type: 'string', nullAs: `''` }
   if (col) return { sql: col.sql, type: col.type }
-  if (field.startsWith('feedback.')) return feedbackFieldSql(field, bound.feedback, params)
+  if (field.startsWith('feedback.')) return d.feedback(field, params)
   const dot = field.indexOf('.')
   const root = dot < 0 ? field : field.slice(0, dot)
   const column = JSON_ROOTS[root]
   if (!column) throw new DomainError(403, `Invalid field: ${JSON.stringify(field)} is not a field calls can be filtered or sorted on`)
   const segs = dot < 0 ? [] : splitPath(field.slice(dot + 1))
   if (segs.some((s) => s.length === 0)) throw new DomainError(403, `Invalid field: ${JSON.stringify(field)} has an empty path segment`)
-  const expanded = expandFieldSql(field, bound.expand, params)
-  if (expanded) return expanded
-  return jsonField(column, segs, params)
+  return d.expand(field, params) ?? d.json(column, segs, params)
+}
+
+/** A call field (`$getField` and sort keys) as DuckDB SQL over the merged call `m`. */
+export function callField(field: string, params: Params, bound: BoundValues = {}): Compiled {
+  return resolveCallField(field, params, {
+    derived: DERIVED,
+    json: jsonField,
+    feedback: (f, p) => feedbackFieldSql(f, bound.feedback, p),
+    expand: (f, p) => expandFieldSql(f, bound.expand, p),
+  })
 }

@@ -19,10 +19,10 @@ export interface Usage {
   cache_read_input_tokens_total_cost: number | null
   cache_creation_input_tokens_total_cost: number | null
 }
-type UsageMap = Record<string, Usage>
+export type UsageMap = Record<string, Usage>
 
 /** A fetched call: its id (when the caller needs it), and its parent as an index into the same fetch (-1: none fetched). */
-interface Fetched {
+export interface Fetched {
   id: string | null
   parent: number
   started_ms: number
@@ -96,7 +96,7 @@ function add(into: UsageMap, from: UsageMap): void {
  * Each fetched call's usage plus that of all its fetched descendants (a parent outside the set is
  * not followed), by index. Bottom-up over the tree, without recursion.
  */
-function rollUp(calls: Fetched[], project: string, prices: readonly PriceRow[] | null): UsageMap[] {
+export function rollUp(calls: Fetched[], project: string, prices: readonly PriceRow[] | null): UsageMap[] {
   const total = calls.map((c) => ownUsage(c, project, prices))
   const pending = new Int32Array(calls.length)
   for (const [i, c] of calls.entries()) if (c.parent >= 0 && c.parent !== i) pending[c.parent]!++

@@ -13,7 +13,7 @@ export const MAIN = path.join(ROOT, 'dist', 'src', 'main.js')
  * the environment). chdb is an optional ~550 MB install: without it such a run skips the file.
  */
 if (process.env.WEFT_STORAGE === 'chdb' && !chdbInstalled()) {
-  process.stdout.write('1..0 # SKIP WEFT_STORAGE=chdb but chdb is not installed (npm --prefix bench/peer-deps install)\n')
+  process.stdout.write('1..0 # SKIP WEFT_STORAGE=chdb but chdb is not installed (an optional dependency: npm install chdb)\n')
   process.exit(0)
 }
 

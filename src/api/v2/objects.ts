@@ -1,8 +1,7 @@
 import type { TSchema } from '@sinclair/typebox'
+import type { ObjectsBackend, TablesBackend } from '../../catalog/backends.js'
 import { NumDeletedSchema } from '../../schemas/common.js'
 import { pathProject, route, type Ctx, type Reply, type RouteDef } from '../route.js'
-import type { ObjectStore } from '../../catalog/objects.js'
-import type { TableStore } from '../../catalog/tables.js'
 import { createDataset, createEvaluation, createModel, createScorer, createV2Op } from '../../catalog/v2-objects.js'
 import { deleteVersions, listVersions, readVersion, type V2Kind } from '../../catalog/v2-versions.js'
 import {
@@ -33,8 +32,8 @@ import {
 } from '../../schemas/v2.js'
 
 export interface V2Stores {
-  objects: ObjectStore
-  tables: TableStore
+  objects: ObjectsBackend
+  tables: TablesBackend
 }
 
 /** The body has passed the kind's `createBody` schema, so it is that schema's type. */

@@ -10,13 +10,26 @@ export function checkFilterList(name: string, values: readonly unknown[]): void 
   if (values.length > MAX_FILTER_LIST) throw new DomainError(400, `filter.${name} has more than ${MAX_FILTER_LIST} entries`)
 }
 
+/** `filter.op_names` split: exact names, and the prefixes of `weave:///e/p/op/name:*` (every version). */
+export interface OpNames {
+  exact: string[]
+  prefixes: string[]
+}
+
+export function splitOpNames(names: string[]): OpNames {
+  checkFilterList('op_names', names)
+  return { exact: names.filter((n) => !n.endsWith(':*')), prefixes: names.filter((n) => n.endsWith(':*')).map((n) => n.slice(0, -1)) }
+}
+
 /** `filter.op_names` as a condition on a column `op_name`; `weave:///e/p/op/name:*` matches every version. */
 export function opNamesSql(names: string[], params: Params): string {
-  checkFilterList('op_names', names)
-  const exact = names.filter((n) => !n.endsWith(':*'))
+  return opNamesCond(splitOpNames(names), params)
+}
+
+function opNamesCond({ exact, prefixes }: OpNames, params: Params): string {
   // An empty list literal has no element type for DuckDB to bind: leave the term out instead.
   const ors = exact.length ? [`list_contains(${params.add(listValue(exact))}, op_name)`] : []
-  for (const n of names.filter((x) => x.endsWith(':*'))) ors.push(`starts_with(op_name, ${params.add(n.slice(0, -1))})`)
+  for (const n of prefixes) ors.push(`starts_with(op_name, ${params.add(n)})`)
   return ors.length ? `(${ors.join(' OR ')})` : 'false'
 }
 
@@ -36,33 +49,31 @@ export function rangeOf(values: string[], column: string, params: Params): strin
   return ` AND ${column} >= ${params.add(lo)} AND ${column} <= ${params.add(hi)}`
 }
 
+/** The id-like columns a filter lists values of; a call matches when its value is one of them. */
+export type ListColumn = 'parent_id' | 'trace_id' | 'id' | 'thread_id' | 'turn_id' | 'user_id' | 'run_id'
+
 /**
- * The filter as conditions on the merged call (`m.`), and as conditions on single parts that a
- * matching call must have at least one part meeting: a merged field is one of its parts' values,
- * so these narrow the calls to merge before merging, without changing the answer.
+ * A call filter taken apart once, for every engine (this file's DuckDB SQL, clickhouse/calls-sql.ts):
+ * each list bounded, the user and run id aliases joined, and Weave's empty-list rules applied — an
+ * empty id list filters nothing and is left out, but an empty thread or turn id list matches nothing
+ * (kept, empty). Terms come in a fixed order, so the SQL (and its parameters) is stable.
  */
-export function filterSql(f: CallFilter | null | undefined, params: Params): { where: string[]; narrow: string[] } {
-  const where: string[] = []
-  const narrow: string[] = []
-  if (!f) return { where, narrow }
-  // As Weave: an empty id list filters nothing, except thread and turn ids, where an empty list matches nothing.
-  const list = (name: string, values: string[] | null | undefined, column: string) => {
+export interface FilterTerms {
+  opNames?: OpNames
+  lists: { column: ListColumn; values: string[] }[]
+  /** Non-empty ref lists: the call must hold at least one of them. */
+  refs: { column: 'input_refs' | 'output_refs'; values: string[] }[]
+  rootsOnly: boolean
+}
+
+export function filterTerms(f: CallFilter | null | undefined): FilterTerms {
+  const t: FilterTerms = { lists: [], refs: [], rootsOnly: f?.trace_roots_only === true }
+  if (!f) return t
+  if (f.op_names) t.opNames = splitOpNames(f.op_names)
+  const list = (name: string, values: string[] | null | undefined, column: ListColumn) => {
     if (!values) return
     checkFilterList(name, values)
-    if (values.length === 0) {
-      if (column !== 'thread_id' && column !== 'turn_id') return
-      where.push('false')
-      narrow.push('false')
-      return
-    }
-    const l = params.add(listValue(values))
-    where.push(`list_contains(${l}, m.${column})`)
-    narrow.push(`list_contains(${l}, ${column})${rangeOf(values, column, params)}`)
-  }
-  if (f.op_names) {
-    const any = opNamesSql(f.op_names, params)
-    where.push(any.replaceAll('op_name', 'm.op_name'))
-    narrow.push(any)
+    if (values.length > 0 || column === 'thread_id' || column === 'turn_id') t.lists.push({ column, values })
   }
   list('parent_ids', f.parent_ids, 'parent_id')
   list('trace_ids', f.trace_ids, 'trace_id')
@@ -71,14 +82,41 @@ export function filterSql(f: CallFilter | null | undefined, params: Params): { w
   list('turn_ids', f.turn_ids, 'turn_id')
   list('svc_user_ids', union(f.svc_user_ids, f.wb_user_ids), 'user_id')
   list('svc_run_ids', union(f.svc_run_ids, f.wb_run_ids), 'run_id')
-  for (const name of ['input_refs', 'output_refs'] as const) {
-    const v = f[name]
+  for (const column of ['input_refs', 'output_refs'] as const) {
+    const v = f[column]
     if (!v) continue
-    checkFilterList(name, v)
-    if (v.length === 0) continue
-    where.push(`list_has_any(m.${name}, ${params.add(listValue(v))})`)
+    checkFilterList(column, v)
+    if (v.length > 0) t.refs.push({ column, values: v })
   }
-  if (f.trace_roots_only) where.push('m.parent_id IS NULL')
+  return t
+}
+
+/**
+ * The filter as conditions on the merged call (`m.`), and as conditions on single parts that a
+ * matching call must have at least one part meeting: a merged field is one of its parts' values,
+ * so these narrow the calls to merge before merging, without changing the answer.
+ */
+export function filterSql(f: CallFilter | null | undefined, params: Params): { where: string[]; narrow: string[] } {
+  const where: string[] = []
+  const narrow: string[] = []
+  const t = filterTerms(f)
+  if (t.opNames) {
+    const any = opNamesCond(t.opNames, params)
+    where.push(any.replaceAll('op_name', 'm.op_name'))
+    narrow.push(any)
+  }
+  for (const { column, values } of t.lists) {
+    if (values.length === 0) {
+      where.push('false')
+      narrow.push('false')
+      continue
+    }
+    const l = params.add(listValue(values))
+    where.push(`list_contains(${l}, m.${column})`)
+    narrow.push(`list_contains(${l}, ${column})${rangeOf(values, column, params)}`)
+  }
+  for (const { column, values } of t.refs) where.push(`list_has_any(m.${column}, ${params.add(listValue(values))})`)
+  if (t.rootsOnly) where.push('m.parent_id IS NULL')
   return { where, narrow }
 }
 

@@ -1,10 +1,16 @@
 import { listValue } from '@duckdb/node-api'
 import { Params, fieldSql } from '../../query/expr.js'
 import type { QueryOptions } from '../model.js'
+import { rangeOf } from './filter.js'
 import { MERGED, SELECT_OUT, matching } from './merged.js'
+import { indexPageIds } from './page-index.js'
+
+type ReadAll = (sql: string, params: Params) => Promise<Record<string, unknown>[]>
 
 /** Pages up to this many calls (limit + offset) are found by id first (see pageSql). */
 const PAGE_IDS = 10_000
+/** Pages up to this many ids fetch their calls with an IN list (see pageSql). */
+const IN_LIST = 1_000
 
 export function orderBy(sort: QueryOptions['sort_by'], params: Params): string {
   if (sort === undefined || sort === null) return 'ORDER BY m.started_at ASC, m.id ASC'
@@ -40,25 +46,34 @@ export function selectSql(project: string, opts: QueryOptions, params: Params, s
 export async function pageSql(
   project: string,
   opts: QueryOptions,
-  readAll: (sql: string, params: Params) => Promise<Record<string, unknown>[]>,
+  readAll: ReadAll,
   select = SELECT_OUT,
 ): Promise<{ sql: string; params: Params } | null> {
   if (opts.limit === undefined || opts.limit === null || opts.limit + (opts.offset ?? 0) > PAGE_IDS) return null
-  const params = new Params()
-  const order = orderBy(opts.sort_by, params)
-  let sql = `SELECT m.id FROM ${matching(project, opts, params, true, order)} ${order} LIMIT ${params.add(opts.limit)}`
-  if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
-  const ids = (await readAll(sql, params)).map((r) => String(r.id))
+  const ids = (await indexPageIds(project, opts, readAll)) ?? (await mergedPageIds(project, opts, readAll))
   // An empty list has no element type for DuckDB to bind; an empty page needs no second step.
   if (ids.length === 0) return { sql: 'SELECT 1 WHERE false', params: new Params() }
   const out = new Params()
   const p = out.add(project)
   const l = out.add(listValue(ids))
+  // Ids as a list of constants reach the Parquet scan as a filter that skips row groups (segments are sorted
+  // by id) and rows; a list parameter is matched only after the whole row is read.
+  const match =
+    ids.length <= IN_LIST ? `id IN (${ids.map((id) => out.add(id)).join(', ')})` : `list_contains(${l}, id)${rangeOf(ids, 'id', out)}`
   return {
-    sql: `SELECT ${select} FROM (${MERGED} WHERE project_id = ${p} AND list_contains(${l}, id) GROUP BY project_id, id) m
+    sql: `SELECT ${select} FROM (${MERGED} WHERE project_id = ${p} AND ${match} GROUP BY project_id, id) m
         WHERE m.deleted_at IS NULL ORDER BY list_position(${l}, m.id)`,
     params: out,
   }
+}
+
+/** The ids of a page from a merge of the light columns of every part of the project. */
+async function mergedPageIds(project: string, opts: QueryOptions, readAll: ReadAll): Promise<string[]> {
+  const params = new Params()
+  const order = orderBy(opts.sort_by, params)
+  let sql = `SELECT m.id FROM ${matching(project, opts, params, true, order)} ${order} LIMIT ${params.add(opts.limit!)}`
+  if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
+  return (await readAll(sql, params)).map((r) => String(r.id))
 }
 
 /** The statement of a query: by page when it is one (see pageSql), else whole. */

@@ -8,6 +8,7 @@ import { PARQUET, fileStats, refreshView, segmentFiles, sqlPath } from './parque
 import { fileName, fsyncPath, writeManifest, type Segment } from './segments.js'
 import type { StorageState } from './state.js'
 import { hit } from '../../core/failpoints.js'
+import { attachPageIndex, ensurePageIndex, pageIndexWanted, writeSegmentIndex } from './page-index.js'
 
 /** Whether a flush should be followed by a compaction: past `maxSegments` flushed (not yet compacted) segments. */
 export function overSegmentLimit(segments: readonly Segment[], maxSegments: number): boolean {
@@ -32,7 +33,12 @@ export function selectMerge(segments: readonly Segment[]): readonly Segment[] | 
  */
 export async function compactSegments(s: StorageState): Promise<boolean> {
   const old = selectMerge(s.manifest.segments)
-  if (!old || s.closed) return false
+  if (s.closed) return false
+  // Nothing to fold: the derived page index may still need writing (a store from before it, a lost file).
+  if (!old) {
+    await ensurePageIndex(s)
+    return false
+  }
   const files = segmentFiles(s.dir, old).join(', ')
   const totalRows = old.reduce((a, x) => a + x.rows, 0)
   const bounds = await idBounds(s.maint, s.dir, old, Math.ceil(totalRows / s.opts.compactParts))
@@ -59,10 +65,10 @@ export async function compactSegments(s: StorageState): Promise<boolean> {
   await writeManifest(s.dir, s.manifest)
   hit('compact.after-manifest')
   await refreshView(s.maint, s.dir, s.manifest.segments)
-  // Queries that bound the old view may still be reading the old files: remove them a little later
-  // (a restart removes any that are left).
-  const stale = old.map((x) => path.join(s.dir, x.file))
-  setTimeout(() => void Promise.all(stale.map((f) => fs.rm(f, { force: true }))), 30_000).unref()
+  await attachPageIndex(s.maint, s.dir, s.manifest.segments)
+  // Queries that bound the old view may still be reading the old files: remove them a little later, and
+  // not while a pooled read holds them (pins.ts; a restart removes any that are left).
+  s.pins.retire(old.map((x) => path.join(s.dir, x.file)))
   return true
 }
 
@@ -91,7 +97,10 @@ async function compactRange(s: StorageState, files: string, lo: string | null, h
   }
   await fsyncPath(tmp)
   await fs.rename(tmp, segPath)
-  return { file: segName, rows: stats.n, min_seq: stats.lo, max_seq: stats.hi, bytes: (await fs.stat(segPath)).size, level: 1 }
+  const bytes = (await fs.stat(segPath)).size
+  // Its page index is written beside it, before the manifest names either (see page-index.ts).
+  const index = pageIndexWanted(s.manifest.segments) ? await writeSegmentIndex(s.maint, s.dir, segName, s.manifest) : undefined
+  return { file: segName, rows: stats.n, min_seq: stats.lo, max_seq: stats.hi, bytes, level: 1, ...(index ? { index } : {}) }
 }
 
 /**

@@ -5,6 +5,7 @@ import { fileName, fsyncPath, writeManifest } from './segments.js'
 import { walNumber, type StorageState } from './state.js'
 import { Wal } from './wal.js'
 import { hit } from '../../core/failpoints.js'
+import { refreshNewerParts } from './page-index.js'
 
 /**
  * Moves the tail into a new Parquet segment; false when there was nothing to move. Steps, each safe
@@ -49,6 +50,7 @@ export async function flushTail(s: StorageState): Promise<boolean> {
   await writeManifest(s.dir, s.manifest)
   hit('flush.after-manifest')
   await refreshView(s.maint, s.dir, s.manifest.segments)
+  await refreshNewerParts(s.maint, s.dir, s.manifest.segments)
   await s.maint.run(`DELETE FROM call_parts WHERE wal_gen IN (${gens})`)
   s.tail.dropped(oldWals.map(walNumber))
   for (const w of oldWals) await fs.rm(path.join(s.dir, w), { force: true })

@@ -1,9 +1,11 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { DuckDBInstance } from '@duckdb/node-api'
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api'
 import { progress, type Task } from '../../core/progress.js'
+import { CHECKSUMS, damagedSegment, recordSegments, verifySegments } from './checksums.js'
 import { withDefaults, type StoreOptions } from './options.js'
-import { refreshView } from './parquet.js'
+import { attachPageIndex, ensurePageIndex } from './page-index.js'
+import { refreshView, segmentFiles } from './parquet.js'
 import { MANIFEST as MANIFEST_FILE, checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest } from './segments.js'
 import { walNumber } from './state.js'
 import { Storage, type Recovered } from './storage.js'
@@ -21,6 +23,7 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   const opts = withDefaults(options)
   const dir = path.join(dataDir, 'calls')
   const manifest = await openDir(dir)
+  await verifySegments(dir, manifest.segments)
   const db = await DuckDBInstance.create(':memory:')
   const writer = await db.connect()
   // Segment files never change once named (names are never reused): their footers can be cached,
@@ -41,7 +44,10 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   for (const l of logs.slice(0, -1)) await l.wal.close()
   const storage = new Storage(dir, manifest, logs[logs.length - 1]!.wal, db, writer, maint, tail, opts, recovered)
   storage.seq = BigInt(manifest.segments.reduce((m, seg) => Math.max(m, seg.max_seq), 0))
-  await refreshView(maint, dir, manifest.segments)
+  await refreshView(maint, dir, manifest.segments).catch((e: Error) => namedFailure(maint, dir, manifest, e))
+  storage.onSegments(() => recordSegments(dir, storage.manifest.segments))
+  // A compacted segment without a readable page index gets one in the background; until then pages merge.
+  if ((await attachPageIndex(maint, dir, manifest.segments)).length) void storage.exclusive(() => ensurePageIndex(storage)).catch(() => {})
   // A start with 100M parts in its logs takes minutes: it reports how far it is (and /ready waits for it).
   const total = logs.reduce((a, l) => a + l.records.length, 0)
   const task = progress.start('calls log replay', { total, unit: 'records', warming: true, fields: { logs: logs.length } })
@@ -62,9 +68,29 @@ async function openDir(dir: string): Promise<Manifest> {
     await writeManifest(dir, manifest)
   }
   // Files a crash left behind before the manifest named them (or after it stopped naming them).
-  const live = new Set([MANIFEST_FILE, 'LOCK', QUARANTINE, ...manifest.segments.map((x) => x.file), ...manifest.wals])
+  const live = new Set([
+    MANIFEST_FILE,
+    'LOCK',
+    QUARANTINE,
+    CHECKSUMS,
+    ...manifest.segments.flatMap((x) => [x.file, x.index ?? '']),
+    ...manifest.wals,
+  ])
   for (const f of await fs.readdir(dir)) if (!live.has(f)) await fs.rm(path.join(dir, f), { force: true })
   return manifest
+}
+
+/** A view DuckDB could not build (a segment's footer it cannot read): the error names the file. */
+async function namedFailure(maint: DuckDBConnection, dir: string, manifest: Manifest, e: Error): Promise<never> {
+  const files = segmentFiles(dir, manifest.segments)
+  for (const [i, f] of files.entries()) {
+    const err = await maint.run(`SELECT count(*) FROM read_parquet(${f})`).then(
+      () => null,
+      (x: Error) => x,
+    )
+    if (err) throw damagedSegment(manifest.segments[i]!.file, `DuckDB cannot read it: ${err.message}`)
+  }
+  throw e
 }
 
 /** Damaged stretches of a log, kept whole in the quarantine file before the log is rewritten without them. */

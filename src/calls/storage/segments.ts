@@ -11,6 +11,11 @@ export interface Segment {
   bytes: number
   /** 1 for the output of a compaction (one id range each), absent for a flush. */
   level?: 1
+  /**
+   * A compacted segment's page index (src/calls/index/): its light columns sorted newest first. Derived
+   * data: written before the manifest names it, rebuilt when missing or unreadable.
+   */
+  index?: string
 }
 
 /**
@@ -25,10 +30,13 @@ export interface Manifest {
 }
 
 export const MANIFEST = 'manifest.json'
-const NAME = /^(seg|wal)-\d{6}\.(parquet|log)$/
+const NAME = /^(seg-\d{6}\.parquet|wal-\d{6}\.log|idx-\d{6}\.pidx)$/
 
-export function fileName(kind: 'seg' | 'wal', n: number): string {
-  return `${kind}-${String(n).padStart(6, '0')}.${kind === 'seg' ? 'parquet' : 'log'}`
+const EXT = { seg: 'parquet', wal: 'log', idx: 'pidx' } as const
+
+/** Page index files are Parquet too, named apart so that `*.parquet` still lists the segments alone. */
+export function fileName(kind: 'seg' | 'wal' | 'idx', n: number): string {
+  return `${kind}-${String(n).padStart(6, '0')}.${EXT[kind]}`
 }
 
 /** Names in the manifest end up inside SQL text (read_parquet lists cannot be bound): only ours pass. */
@@ -49,7 +57,10 @@ export async function fsyncPath(p: string): Promise<void> {
 export async function readManifest(dir: string): Promise<Manifest | null> {
   try {
     const m = JSON.parse(await fs.readFile(path.join(dir, MANIFEST), 'utf8')) as Manifest
-    m.segments.forEach((s) => checkName(s.file))
+    m.segments.forEach((s) => {
+      checkName(s.file)
+      if (s.index !== undefined) checkName(s.index)
+    })
     m.wals.forEach(checkName)
     return m
   } catch (e) {

@@ -1,5 +1,6 @@
 import type { DuckDBConnection } from '@duckdb/node-api'
 import type { StoreOptions } from './options.js'
+import type { SegmentPins } from './pins.js'
 import type { Manifest } from './segments.js'
 import type { Tail } from './tail.js'
 import type { Wal } from './wal.js'
@@ -15,6 +16,8 @@ export interface StorageState {
   readonly tail: Tail
   readonly opts: Required<StoreOptions>
   readonly closed: boolean
+  /** Segment files held by pooled reads (a compaction retires the files it replaced through it). */
+  readonly pins: SegmentPins
 }
 
 export function walNumber(name: string): number {

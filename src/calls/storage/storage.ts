@@ -5,6 +5,7 @@ import { DomainError } from '../../core/errors.js'
 import { compactSegments, idBounds, overSegmentLimit } from './compact.js'
 import { flushTail } from './flush.js'
 import type { StoreOptions } from './options.js'
+import { SegmentPins } from './pins.js'
 import type { Manifest, Segment } from './segments.js'
 import { walNumber, type StorageState } from './state.js'
 import type { Tail } from './tail.js'
@@ -36,6 +37,8 @@ export class Storage implements StorageState {
   private sizeFlushQueued = false
   private timer?: NodeJS.Timeout
   private readonly hooks: ((event: SegmentEvent) => Promise<void>)[] = []
+  /** Segment files held by pooled reads; WEFT_SEGMENT_RETIRE_MS (tests) shortens the wait before a replaced file goes. */
+  readonly pins = new SegmentPins(Number(process.env.WEFT_SEGMENT_RETIRE_MS ?? 30_000))
 
   constructor(
     readonly dir: string,

@@ -1,6 +1,6 @@
 import { DomainError } from '../../core/errors.js'
-import { checkFieldName, splitPath, type Compiled, type SqlType } from '../../query/compiled.js'
-import { CALL_COLUMNS } from '../../query/expr.js'
+import type { Compiled, SqlType } from '../../query/compiled.js'
+import { resolveCallField, type CallFieldDialect } from '../../query/fields.js'
 import type { ChParams } from './params.js'
 
 /**
@@ -22,13 +22,6 @@ export const CH_DERIVED: Record<string, { sql: string; type: SqlType }> = {
   },
 }
 
-/** Columns stored absent that compare as '' (and `$eq null` checks for ''), as Weave's newer call table. */
-const SENTINEL_TEXT = new Set(
-  ['parent_id', 'display_name', 'exception', 'thread_id', 'turn_id'].concat(['user_id', 'run_id'].flatMap((c) => [`svc_${c}`, `wb_${c}`])),
-)
-
-const JSON_ROOTS: Record<string, string> = { inputs: 'm.inputs', output: 'm.output', attributes: 'm.attributes', summary: 'm.summary' }
-
 /**
  * A path into a JSON column: `JSONExtractRaw` with each key bound (an array index as a 1-based
  * Int64, which is how ClickHouse's JSON functions count). A string reads as its characters, a number
@@ -42,19 +35,17 @@ export function chJsonField(column: string, segs: string[], params: ChParams): C
   return { sql: text, raw: `if(${r} IN ('', 'null'), NULL, ${text})`, type: 'string', json: { column: args, path: '' } }
 }
 
-/** A call field (`$getField`, sort keys) as ClickHouse SQL over the merged call `m`. */
-export function chCallField(field: string, params: ChParams): Compiled {
-  checkFieldName(field)
-  const col = CALL_COLUMNS[field] ?? CH_DERIVED[field]
-  if (col && SENTINEL_TEXT.has(field)) return { sql: `coalesce(${col.sql}, '')`, raw: col.sql, type: 'string', nullAs: `''` }
-  if (col) return { sql: col.sql, type: col.type }
-  if (field.startsWith('feedback.'))
+/** Call fields on ClickHouse: no values bound to the request yet (feedback and expanded refs). */
+export const CH_CALL_FIELDS: CallFieldDialect<ChParams> = {
+  derived: CH_DERIVED,
+  json: chJsonField,
+  feedback: (field) => {
     throw new DomainError(400, `Feedback fields are not supported on the ClickHouse backend yet: ${JSON.stringify(field)}`)
-  const dot = field.indexOf('.')
-  const root = dot < 0 ? field : field.slice(0, dot)
-  const column = JSON_ROOTS[root]
-  if (!column) throw new DomainError(403, `Invalid field: ${JSON.stringify(field)} is not a field calls can be filtered or sorted on`)
-  const segs = dot < 0 ? [] : splitPath(field.slice(dot + 1))
-  if (segs.some((s) => s.length === 0)) throw new DomainError(403, `Invalid field: ${JSON.stringify(field)} has an empty path segment`)
-  return chJsonField(column, segs, params)
+  },
+  expand: () => null,
+}
+
+/** A call field (`$getField`, sort keys) as ClickHouse SQL over the merged call `m` (query/fields.ts decides which). */
+export function chCallField(field: string, params: ChParams): Compiled {
+  return resolveCallField(field, params, CH_CALL_FIELDS)
 }

@@ -77,6 +77,11 @@ export class Grammars {
     return this.runtime
   }
 
+  /** Loads the xgrammar instance and the vocabulary now rather than in the first compile. */
+  async warm(): Promise<void> {
+    await this.current()
+  }
+
   /** The compiled grammar of a constraint, from the cache or compiled now; GrammarError when xgrammar rejects it. */
   async compile(c: Constraint): Promise<Compiled> {
     const key = constraintKey(c)

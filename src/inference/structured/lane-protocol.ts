@@ -28,5 +28,7 @@ export type LaneReply =
     }
   /** null: the grammar is complete, only end-of-sequence may follow. */
   | { op: 'mask'; id: number; mask: Int32Array | null }
+  /** Sent once, unasked, when the lane's xgrammar instance is loaded: compile time limits count from then. */
+  | { op: 'ready' }
   /** `grammar`: xgrammar rejected the constraint (a 400); otherwise an internal failure. */
   | { op: 'error'; id: number; message: string; grammar: boolean }

@@ -12,12 +12,24 @@
  */
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
+import { checkConstraintBounds } from './bounds.js'
 import { GrammarError, constraintKey, type Constraint, type GrammarSource, type SequenceGrammar } from './constraint.js'
 import type { LaneCommand, LaneConfig, LaneReply } from './lane-protocol.js'
 
 /** Each lane is a thread and an xgrammar instance holding the vocabulary: a few, not one per request. */
 const MAX_LANES = 3
+/**
+ * How long a compile may take before its lane is stopped: a hostile regex or grammar must not hold a lane (and the
+ * sequences waiting for one) for minutes. The web build cannot interrupt a compile, so the thread is terminated.
+ */
+const COMPILE_LIMIT_MS = Number(process.env.WEFT_GRAMMAR_COMPILE_TIMEOUT_MS) || 10_000
 const LANE_FILE = fileURLToPath(new URL('../../../workers/grammar.js', import.meta.url))
+
+class CompileTimeout extends Error {
+  constructor(ms: number) {
+    super(`The grammar took longer than ${ms / 1000} s to compile and was stopped. Simplify the schema, regex or grammar.`)
+  }
+}
 
 type Pending = { resolve(r: LaneReply): void; reject(e: Error): void }
 type Ask = LaneCommand extends infer C ? (C extends { id: number } ? Omit<C, 'id'> : never) : never
@@ -42,20 +54,36 @@ class Lane {
   ) {
     this.worker = new Worker(LANE_FILE, { workerData: config })
     this.worker.unref()
+    this.ready = new Promise((resolve) => (this.markReady = resolve))
     this.worker.on('message', (r: LaneReply) => {
+      if (r.op === 'ready') return this.markReady()
       const p = this.pending.get(r.id)
       this.pending.delete(r.id)
       p?.resolve(r)
     })
-    const die = (e: Error) => {
-      if (this.dead) return
-      this.dead = e
-      for (const p of this.pending.values()) p.reject(e)
-      this.pending.clear()
-      onDeath(this)
-    }
-    this.worker.on('error', die)
-    this.worker.on('exit', (code) => die(new Error(`a grammar lane exited (${code})`)))
+    this.onDeath = onDeath
+    this.worker.on('error', (e) => this.die(e))
+    this.worker.on('exit', (code) => this.die(new Error(`a grammar lane exited (${code})`)))
+  }
+
+  private readonly onDeath: (l: Lane) => void
+  /** Resolves once the lane's xgrammar instance is loaded (or it died). */
+  readonly ready: Promise<void>
+  private markReady!: () => void
+
+  private die(e: Error): void {
+    if (this.dead) return
+    this.dead = e
+    this.markReady()
+    for (const p of this.pending.values()) p.reject(e)
+    this.pending.clear()
+    this.onDeath(this)
+  }
+
+  /** Ends the thread now, failing what it was doing with `e`. */
+  kill(e: Error): void {
+    this.die(e)
+    void this.worker.terminate()
   }
 
   ask(c: Ask): Promise<LaneReply> {
@@ -114,6 +142,7 @@ export class GrammarLanes implements GrammarSource {
   ) {}
 
   async open(c: Constraint, stopIds: number[] | null, n: number): Promise<SequenceGrammar[]> {
+    checkConstraintBounds(c)
     const key = constraintKey(c)
     let lane = this.pick(key)
     while (!lane) {
@@ -124,9 +153,18 @@ export class GrammarLanes implements GrammarSource {
     lane.cached.add(key)
     lane.opening++
     let r: LaneReply
+    let timer: NodeJS.Timeout | undefined
     try {
-      r = await lane.ask({ op: 'open', constraint: c, stopIds, n })
+      const reply = lane.ask({ op: 'open', constraint: c, stopIds, n })
+      reply.catch(() => {}) // awaited below; a lane dying during its load must not count as unhandled meanwhile
+      await lane.ready
+      timer = setTimeout(() => lane.kill(new CompileTimeout(COMPILE_LIMIT_MS)), COMPILE_LIMIT_MS)
+      r = await reply
+    } catch (e) {
+      if (e instanceof CompileTimeout) throw new GrammarError(e.message)
+      throw e
     } finally {
+      clearTimeout(timer)
       lane.opening--
     }
     if (r.op !== 'opened') {

@@ -1,0 +1,98 @@
+import { compileQuery, Params } from '../../query/expr.js'
+import { latest, type QueryOptions } from '../model.js'
+import { INDEX_COLUMNS, INDEX_FOLDED, pageIndexEnabled } from '../storage/page-index.js'
+import { filterSql } from './filter.js'
+
+type ReadAll = (sql: string, params: Params) => Promise<Record<string, unknown>[]>
+
+/** Rows the first window of a page covers (then eight times more each time it falls short); tests make it small. */
+export const pageWindow = { firstRows: 65_536 }
+const INDEXED = new Set(INDEX_COLUMNS)
+
+/** A row group of the page index (storage/page-index.ts, `page_index_groups`). */
+interface Group {
+  rows: number
+  t_min: bigint | null
+  t_max: bigint | null
+}
+
+/**
+ * The ids of a newest-first page from the page index, or null when the page cannot take it (another
+ * order, a condition on a column the index lacks, no index). Calls with parts newer than the index
+ * (in flushed segments or the tail) are merged from their index row and those parts, the rest are
+ * read as indexed: the answer is the merged view's. The page is looked for among the newest calls
+ * first (a `started_at` window the index's row-group statistics prune to), widened until it holds
+ * the page or covers everything.
+ */
+export async function indexPageIds(project: string, opts: QueryOptions, readAll: ReadAll): Promise<string[] | null> {
+  const sort = opts.sort_by
+  if (!pageIndexEnabled || !sort || sort.length !== 1 || sort[0]!.field !== 'started_at' || sort[0]!.direction !== 'desc') return null
+  const need = opts.limit! + (opts.offset ?? 0)
+  const groups = await projectGroups(project, readAll)
+  if (groups.length === 0) return null
+  for (let rows = pageWindow.firstRows; ; rows *= 8) {
+    const from = windowStart(groups, rows)
+    const q = pageIdsSql(project, opts, need, from)
+    if (!q) return null
+    const ids = (await readAll(q.sql, q.params)).map((r) => String(r.id))
+    if (ids.length >= need || from === null) return ids.slice(opts.offset ?? 0)
+  }
+}
+
+/** The index row groups that may hold the project, newest first. */
+async function projectGroups(project: string, readAll: ReadAll): Promise<Group[]> {
+  const params = new Params()
+  const p = params.add(project)
+  const rows = await readAll(
+    `SELECT rows, epoch_us(t_min) AS t_min, epoch_us(t_max) AS t_max FROM page_index_groups
+      WHERE project_min <= ${p} AND project_max >= ${p} ORDER BY t_max DESC NULLS LAST`,
+    params,
+  )
+  return rows.map((r) => ({ rows: Number(r.rows), t_min: r.t_min as bigint | null, t_max: r.t_max as bigint | null }))
+}
+
+/**
+ * The earliest `started_at` of the newest groups holding about `rows` rows, or null when they are all
+ * of them. Any value gives the right page (the caller widens the window while it holds too few calls);
+ * a good one reads only the groups the page needs.
+ */
+function windowStart(groups: Group[], rows: number): bigint | null {
+  let sum = 0
+  let from: bigint | null = null
+  for (let i = 0; i < groups.length; i++) {
+    const g = groups[i]!
+    if (g.t_min === null) return null
+    from = from === null || g.t_min < from ? g.t_min : from
+    sum += g.rows
+    if (sum >= rows) return i === groups.length - 1 ? null : from
+  }
+  return null
+}
+
+/**
+ * The statement of one window: index rows of calls with no newer part, plus calls with newer parts
+ * merged (latest non-null value per field by seq, as merged.ts), filtered as the merged view is,
+ * newest first. Null when the query names a column the index lacks.
+ */
+function pageIdsSql(project: string, opts: QueryOptions, need: number, from: bigint | null): { sql: string; params: Params } | null {
+  const params = new Params()
+  const p = params.add(project)
+  const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...filterSql(opts.filter, params).where]
+  if (opts.query) where.push(`coalesce(${compileQuery(opts.query, params)}, false)`)
+  const named = [...where.join(' ').matchAll(/\bm\.(\w+)/g)].map((x) => x[1]!)
+  if (named.some((c) => !INDEXED.has(c))) return null
+  const window = from === null ? 'true' : `started_at >= make_timestamp(${params.add(from)}::BIGINT)`
+  where.push(window.replace('started_at', 'm.started_at'))
+  const cols = INDEX_COLUMNS.join(', ')
+  const sql = `WITH d AS (SELECT DISTINCT id FROM newer_parts WHERE project_id = ${p}),
+    m AS (
+      SELECT ${cols} FROM page_index WHERE project_id = ${p} AND ${window} AND id NOT IN (SELECT id FROM d)
+      UNION ALL BY NAME
+      SELECT project_id, id, max(seq) AS seq, ${INDEX_FOLDED.map(latest).join(', ')}, max(deleted_at) AS deleted_at
+      FROM (SELECT ${cols} FROM page_index WHERE project_id = ${p} AND id IN (SELECT id FROM d)
+        UNION ALL BY NAME SELECT ${cols} FROM newer_parts WHERE project_id = ${p})
+      GROUP BY project_id, id)
+    SELECT m.id FROM m WHERE ${where.join(' AND ')}
+    ORDER BY m.started_at DESC NULLS LAST, m.id ASC LIMIT ${params.add(need)}`
+  return { sql, params }
+}

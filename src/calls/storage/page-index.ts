@@ -1,0 +1,148 @@
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import type { DuckDBConnection } from '@duckdb/node-api'
+import { hit } from '../../core/failpoints.js'
+import { FOLDED } from '../model.js'
+import { segmentFiles, sqlPath } from './parquet.js'
+import { checkName, fileName, fsyncPath, writeManifest, type Manifest, type Segment } from './segments.js'
+import type { StorageState } from './state.js'
+
+/** Large JSON columns: a page fetches them for its own calls only, so the index leaves them out. */
+const HEAVY = new Set(['attributes', 'inputs', 'output', 'summary', 'usage'])
+
+/** The folded columns a page index holds: all a page filters and sorts on, but the JSON columns and ref lists. */
+export const INDEX_FOLDED = FOLDED.filter((c) => !HEAVY.has(c))
+
+/** `WEFT_PAGE_INDEX=off` leaves the index unused and unbuilt (pages merge as before): a way to compare, and out. */
+export const pageIndexEnabled = process.env.WEFT_PAGE_INDEX !== 'off'
+
+/** An index row: a compacted call's light columns, with the seq its merge with later parts needs. */
+export const INDEX_COLUMNS = ['project_id', 'id', 'seq', ...INDEX_FOLDED, 'deleted_at']
+
+/**
+ * Rows per row group. A newest-first page reads a project's newest groups until it has its calls:
+ * smaller groups read less past the page (16k rows are ~0.4 MB of light columns). Tests make it small.
+ */
+export const pageIndexLayout = {
+  rowGroup: 16_384,
+  /**
+   * Parts the store must hold before compaction writes page indexes. Below it a page merges in tens of
+   * milliseconds anyway, and an index file per small id range made compaction-heavy runs of small stores
+   * several times slower (one COPY and fsync per range). `WEFT_PAGE_INDEX_MIN_PARTS`; tests set 0.
+   */
+  minParts: Number(process.env.WEFT_PAGE_INDEX_MIN_PARTS ?? 200_000),
+}
+
+/** Whether the store is large enough for page indexes (and they are not turned off). */
+export function pageIndexWanted(segments: readonly Segment[]): boolean {
+  return pageIndexEnabled && segments.reduce((a, x) => a + x.rows, 0) >= pageIndexLayout.minParts
+}
+
+/**
+ * Writes the page index of one compacted segment (one row per call there, so nothing to merge): its
+ * light columns ordered by project, then newest first, so row-group statistics on `started_at` let a
+ * page skip what is older than it needs. Written, fsynced and renamed before a manifest names it (a
+ * crash leaves a stray file, which the next start removes). Returns the file's name.
+ */
+export async function writeSegmentIndex(maint: DuckDBConnection, dir: string, segment: string, manifest: Manifest): Promise<string> {
+  const name = fileName('idx', manifest.next_file++)
+  const file = path.join(dir, name)
+  const tmp = file + '.tmp'
+  await maint.run(
+    `COPY (SELECT ${INDEX_COLUMNS.join(', ')} FROM read_parquet(${sqlPath(path.join(dir, checkName(segment)))})
+        ORDER BY project_id, started_at DESC NULLS LAST, id)
+      TO ${sqlPath(tmp)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${pageIndexLayout.rowGroup})`,
+  )
+  await fsyncPath(tmp)
+  hit('page-index.before-rename')
+  await fs.rename(tmp, file)
+  return name
+}
+
+/** Whether a Parquet file's footer reads (a missing or torn index file is then rebuilt, not used). */
+async function readable(maint: DuckDBConnection, file: string): Promise<boolean> {
+  try {
+    await maint.run(`SELECT count(*) FROM parquet_metadata(${sqlPath(file)})`)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Points the page-index relations at the segments' index files, in one transaction so a query sees
+ * the index and the parts newer than it from the same moment:
+ * - `page_index`: the index rows of every compacted segment;
+ * - `newer_parts`: the parts no index holds (flushed segments, the tail);
+ * - `page_index_groups`: per index row group its projects' and `started_at`'s range and rows.
+ * Used only when every compacted segment has a readable index; otherwise `page_index_groups` is empty
+ * (queries take the merge path) and the segments lacking one are returned, to be rebuilt.
+ */
+export async function attachPageIndex(maint: DuckDBConnection, dir: string, segments: readonly Segment[]): Promise<Segment[]> {
+  const compacted = segments.filter((x) => x.level)
+  const missing: Segment[] = []
+  for (const x of compacted) if (!x.index || !(await readable(maint, path.join(dir, checkName(x.index))))) missing.push(x)
+  const use = compacted.length > 0 && missing.length === 0
+  const index = compacted.map((x) => sqlPath(path.join(dir, x.index ?? ''))).join(', ')
+  const groups = `SELECT file_name, row_group_id, max(row_group_num_rows) AS rows,
+        max(stats_min) FILTER (WHERE path_in_schema = 'project_id') AS project_min,
+        max(stats_max) FILTER (WHERE path_in_schema = 'project_id') AS project_max,
+        max(TRY_CAST(stats_min AS TIMESTAMP)) FILTER (WHERE path_in_schema = 'started_at') AS t_min,
+        max(TRY_CAST(stats_max AS TIMESTAMP)) FILTER (WHERE path_in_schema = 'started_at') AS t_max
+      FROM parquet_metadata([${index}]) GROUP BY file_name, row_group_id`
+  await maint.run('BEGIN')
+  try {
+    if (use) {
+      await maint.run(`CREATE OR REPLACE VIEW page_index AS SELECT * FROM read_parquet([${index}])`)
+      await maint.run(newerPartsView(dir, segments))
+      await maint.run(`CREATE OR REPLACE TABLE page_index_groups AS ${groups}`)
+    } else
+      await maint.run(
+        `CREATE OR REPLACE TABLE page_index_groups (file_name VARCHAR, row_group_id BIGINT, rows BIGINT,
+          project_min VARCHAR, project_max VARCHAR, t_min TIMESTAMP, t_max TIMESTAMP)`,
+      )
+    await maint.run('COMMIT')
+  } catch (e) {
+    await maint.run('ROLLBACK')
+    throw e
+  }
+  return missing
+}
+
+/** `newer_parts`: the parts of the flushed (not yet compacted) segments and of the tail. */
+function newerPartsView(dir: string, segments: readonly Segment[]): string {
+  const flushed = segmentFiles(
+    dir,
+    segments.filter((x) => !x.level),
+  )
+  const tail = 'SELECT * EXCLUDE (wal_gen) FROM call_parts'
+  const files = flushed.length ? `SELECT * FROM read_parquet([${flushed.join(', ')}], union_by_name = true) UNION ALL BY NAME ` : ''
+  return `CREATE OR REPLACE VIEW newer_parts AS ${files}${tail}`
+}
+
+/**
+ * After a flush only the parts newer than the index change (the index files do not): one view, no footers read.
+ * The new segment joins them before the tail lets go of its parts, so a page never misses them.
+ */
+export async function refreshNewerParts(maint: DuckDBConnection, dir: string, segments: readonly Segment[]): Promise<void> {
+  await maint.run(newerPartsView(dir, segments))
+}
+
+/**
+ * Writes the index of every compacted segment lacking a readable one (a store from before page
+ * indexes, a lost or damaged file), then names them in the manifest and attaches them. Run in turn
+ * with flushes and compactions, as they change the segments.
+ */
+export async function ensurePageIndex(s: StorageState): Promise<void> {
+  if (!pageIndexEnabled) return
+  const missing = await attachPageIndex(s.maint, s.dir, s.manifest.segments)
+  if (missing.length === 0 || s.closed || !pageIndexWanted(s.manifest.segments)) return
+  const made = new Map<string, string>()
+  for (const x of missing) made.set(x.file, await writeSegmentIndex(s.maint, s.dir, x.file, s.manifest))
+  await fsyncPath(s.dir)
+  const replaced = missing.map((x) => x.index).filter((f): f is string => f !== undefined)
+  s.manifest = { ...s.manifest, segments: s.manifest.segments.map((x) => (made.has(x.file) ? { ...x, index: made.get(x.file)! } : x)) }
+  await writeManifest(s.dir, s.manifest)
+  await attachPageIndex(s.maint, s.dir, s.manifest.segments)
+  for (const f of replaced) await fs.rm(path.join(s.dir, f), { force: true })
+}

@@ -1,0 +1,228 @@
+// Statistics, usage and costs on the ClickHouse backend (`--storage chdb`) give the embedded
+// backend's answers: the same calls go to one server of each kind, and every answer is compared,
+// value by value (floating-point sums to 1e-9 relative: the engines add in different orders).
+// test/stats.test.ts, usage.test.ts and otel.test.ts check both against independent computations
+// (WEFT_STORAGE=chdb runs them on ClickHouse); this file checks that the two agree on more shapes.
+import path from 'node:path'
+import t, { type Test } from 'tap'
+import { chdbResolvable } from '../src/clickhouse/chdb-executor.js'
+import { ROOT, postJson, startServer, type TestServer } from './helpers/server.js'
+
+process.env.WEFT_MODEL ??= 'none'
+const available = chdbResolvable([ROOT, path.join(ROOT, 'bench', 'peer-deps')].map((d) => path.join(d, 'package.json')))
+if (!available) t.comment('chdb is not installed (npm --prefix bench/peer-deps install): ClickHouse statistics tests skipped')
+
+const P = 'ch-stats/proj'
+const BASE = Date.parse('2026-03-07T00:00:00Z')
+const H = 3_600_000
+const OPS = ['weave:///ch-stats/proj/op/a:v1', 'weave:///ch-stats/proj/op/b:v1', 'weave:///ch-stats/proj/op/c:v2']
+const MODELS = ['gpt-4o', 'claude-3-5-sonnet-20241022', 'local-model']
+const iso = (ms: number) => new Date(ms).toISOString()
+const uuid = (n: number) => `01900000-0000-7000-8000-${n.toString(16).padStart(12, '0')}`
+
+function rng(seed: number) {
+  let x = seed >>> 0
+  return () => {
+    x = (x + 0x6d2b79f5) >>> 0
+    let z = Math.imul(x ^ (x >>> 15), x | 1)
+    z ^= z + Math.imul(z ^ (z >>> 7), z | 61)
+    return ((z ^ (z >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** 300 calls over two days (the second day's DST change in New York included), in trees of up to 5. */
+function makeItems(): { items: unknown[]; ids: string[]; roots: string[] } {
+  const r = rng(7)
+  const items: unknown[] = []
+  const ids: string[] = []
+  const roots: string[] = []
+  let root = ''
+  let trace = ''
+  for (let i = 0; i < 300; i++) {
+    const id = uuid(i + 1)
+    const isRoot = i % 5 === 0
+    if (isRoot) [root, trace] = [id, uuid(50_000 + i)]
+    const started = BASE + Math.floor(r() * 48 * H)
+    const usage: Record<string, Record<string, number>> = {}
+    for (const m of MODELS)
+      if (r() < 0.5)
+        usage[m] =
+          r() < 0.5
+            ? { prompt_tokens: Math.floor(r() * 900), completion_tokens: Math.floor(r() * 300), requests: 1 }
+            : { input_tokens: Math.floor(r() * 900), output_tokens: Math.floor(r() * 300), cache_read_input_tokens: Math.floor(r() * 50) }
+    const start = { project_id: P, id, trace_id: trace, parent_id: isRoot ? null : root, op_name: OPS[i % 3], started_at: iso(started) }
+    items.push({ mode: 'start', req: { start: { ...start, attributes: {}, inputs: { i } } } })
+    if (r() < 0.93) {
+      const end = { project_id: P, id, ended_at: iso(started + Math.floor(Math.exp(2 + r() * 7))), output: i, summary: { usage } }
+      items.push({ mode: 'end', req: { end: r() < 0.06 ? { ...end, exception: 'ValueError' } : end } })
+    }
+    ids.push(id)
+    if (isRoot) roots.push(id)
+  }
+  return { items, ids, roots }
+}
+
+/** Numbers equal to 1e-9 relative, everything else exactly; the first few differences are reported. */
+function compare(t: Test, a: unknown, b: unknown, label: string, ignore: string[] = []): void {
+  const diffs: string[] = []
+  const walk = (x: unknown, y: unknown, at: string) => {
+    if (typeof x === 'number' && typeof y === 'number') {
+      if (Math.abs(x - y) > 1e-9 * Math.max(1, Math.abs(x), Math.abs(y))) diffs.push(`${at}: ${x} vs ${y}`)
+    } else if (x && y && typeof x === 'object' && typeof y === 'object') {
+      const keys = new Set([...Object.keys(x), ...Object.keys(y)])
+      for (const k of keys)
+        if (!ignore.includes(k)) walk((x as Record<string, unknown>)[k], (y as Record<string, unknown>)[k], `${at}.${k}`)
+    } else if (x !== y) diffs.push(`${at}: ${JSON.stringify(x)} vs ${JSON.stringify(y)}`)
+  }
+  walk(a, b, '')
+  t.same(diffs.slice(0, 5), [], `${label}: embedded and ClickHouse agree`)
+}
+
+t.test('the same calls on both backends, the same answers', { skip: !available && 'chdb not installed' }, async (t) => {
+  const servers: TestServer[] = []
+  t.teardown(() => Promise.all(servers.map((s) => s.stop())))
+  // The embedded server flushes often, so its answers come from rollups, segments and the tail at once.
+  const [emb, ch] = await Promise.all([
+    startServer({ env: { WEFT_STORAGE: '', WEFT_CALLS_FLUSH_ROWS: '60' } }),
+    startServer({ args: ['--storage', 'chdb'] }),
+  ])
+  servers.push(emb!, ch!)
+  const both = async (route: string, body: unknown) => {
+    const [a, b] = await Promise.all([postJson(emb!, route, body), postJson(ch!, route, body)])
+    return { a, b }
+  }
+  const { items, ids, roots } = makeItems()
+  for (let i = 0; i < items.length; i += 80) {
+    const { a, b } = await both('/call/upsert_batch', { batch: items.slice(i, i + 80) })
+    t.same([a.status, b.status], [200, 200], 'batch written to both')
+  }
+  const same = async (t: Test, route: string, body: unknown, label: string, ignore: string[] = []) => {
+    const { a, b } = await both(route, body)
+    t.same([a.status, b.status], [a.status, a.status], `${label}: the same status (${a.status})`)
+    t.equal(a.status, 200, `${label}: ${a.text.slice(0, 200)}`)
+    compare(t, a.json, b.json, label, ignore)
+    return b
+  }
+
+  const CALLS = [
+    { metric: 'latency_ms', aggregations: ['sum', 'avg', 'min', 'max', 'count'], percentiles: [0, 50, 95, 99.9, 100] },
+    { metric: 'call_count', aggregations: ['sum', 'avg'], percentiles: [50] },
+    { metric: 'error_count', aggregations: ['sum', 'min', 'max'] },
+  ]
+  const USAGE = ['input_tokens', 'output_tokens', 'total_tokens', 'cache_read_input_tokens', 'input_cost', 'total_cost'].map((metric) => ({
+    metric,
+    aggregations: ['sum', 'avg', 'min', 'max', 'count'],
+  }))
+  const range = { project_id: P, start: iso(BASE + 17 * 60_000 + 3_456), end: iso(BASE + 47 * H + 5 * 60_000) }
+
+  await t.test('/calls/stats: call metrics, every granularity and time zone shape', async (t) => {
+    for (const [granularity, timezone] of [
+      [3600, 'UTC'],
+      [900, 'UTC'],
+      [86400, 'America/New_York'],
+      [10800, 'Asia/Kolkata'],
+    ] as const) {
+      const b = await same(t, '/calls/stats', { ...range, granularity, timezone, call_metrics: CALLS }, `${granularity} s in ${timezone}`)
+      t.equal(b.headers.get('x-weft-stats-path'), 'scan', 'ClickHouse aggregates the calls directly')
+      t.ok(
+        b.json.call_buckets.some((x: { count: number }) => x.count > 0),
+        'buckets hold calls',
+      )
+    }
+  })
+
+  await t.test('/calls/stats: filters (op names, roots, users, trace and call ids)', async (t) => {
+    const filters = [
+      { op_names: [OPS[0], OPS[2]] },
+      { trace_roots_only: true },
+      { svc_user_ids: ['admin'] },
+      { trace_ids: [uuid(50_000), uuid(50_005)] },
+      { call_ids: ids.slice(0, 40) },
+      { op_names: ["x' OR 1=1 --"] },
+    ]
+    for (const filter of filters)
+      await same(
+        t,
+        '/calls/stats',
+        { ...range, granularity: 21600, call_metrics: CALLS, usage_metrics: USAGE, filter },
+        JSON.stringify(filter),
+      )
+  })
+
+  await t.test('/calls/stats: usage with costs, percentiles of tokens and costs, and a mid-hour project price', async (t) => {
+    const withPct = [...USAGE, { metric: 'output_tokens', percentiles: [25, 50, 99] }, { metric: 'total_cost', percentiles: [90] }]
+    await same(t, '/calls/stats', { ...range, granularity: 21600, usage_metrics: withPct }, 'default prices')
+    const costs = {
+      'gpt-4o': { prompt_token_cost: 1e-5, completion_token_cost: 3e-5, effective_date: iso(BASE + 20 * H + 13 * 60_000) },
+      'local-model': { prompt_token_cost: 2e-7, completion_token_cost: 1e-7, effective_date: iso(BASE - H) },
+    }
+    const { a, b } = await both('/cost/create', { project_id: P, costs })
+    t.same([a.status, b.status], [200, 200])
+    t.same(b.json.ids.map((x: string[]) => x[1]).sort(), ['gpt-4o', 'local-model'], 'ids for each model')
+    await same(t, '/calls/stats', { ...range, granularity: 3600, usage_metrics: withPct }, 'project prices')
+    const strip = (rows: Record<string, unknown>[]) => rows.map(({ id: _id, ...rest }) => rest)
+    const qa = await postJson(emb!, '/cost/query', { project_id: P })
+    const qb = await postJson(ch!, '/cost/query', { project_id: P })
+    compare(t, strip(qa.json.results), strip(qb.json.results), '/cost/query')
+    t.equal(qb.json.results.length, 2)
+    const local = (x: { results: { id: string; llm_id: string }[] }) => x.results.find((r) => r.llm_id === 'local-model')!.id
+    const pa = await postJson(emb!, '/cost/purge', {
+      project_id: P,
+      query: { $expr: { $eq: [{ $getField: 'id' }, { $literal: local(qa.json) }] } },
+    })
+    const pb = await postJson(ch!, '/cost/purge', {
+      project_id: P,
+      query: { $expr: { $eq: [{ $getField: 'id' }, { $literal: local(qb.json) }] } },
+    })
+    t.same([pa.status, pb.status], [200, 200])
+    t.same(
+      (await postJson(ch!, '/cost/query', { project_id: P })).json.results.map((r: { llm_id: string }) => r.llm_id),
+      ['gpt-4o'],
+      'purged by id',
+    )
+    await same(t, '/calls/stats', { ...range, granularity: 3600, usage_metrics: withPct }, 'after the purge')
+    const bad = await both('/cost/purge', { project_id: P, query: { $expr: { $eq: [{ $getField: 'llm_id' }, { $literal: 'gpt-4o' }] } } })
+    t.same([bad.a.status, bad.b.status], [400, 400], 'purge only by id, on both')
+    // A price's created_at is when each server stored it: the one field that may differ.
+    const reads = { project_id: P, filter: { call_ids: ids.slice(0, 30) }, include_costs: true }
+    await same(t, '/calls/query', reads, 'include_costs on reads', ['created_at'])
+  })
+
+  await t.test('/calls/usage and /trace/usage, with and without costs', async (t) => {
+    const some = [...roots.slice(0, 25), ids[3]!, ids[7]!, 'not-a-call']
+    for (const include_costs of [false, true]) {
+      await same(t, '/calls/usage', { project_id: P, call_ids: some, include_costs }, `calls/usage costs=${include_costs}`)
+      await same(
+        t,
+        '/calls/usage',
+        { project_id: P, call_ids: roots.slice(0, 4), include_costs, limit: 7 },
+        `calls/usage in batches, costs=${include_costs}`,
+      )
+      await same(t, '/trace/usage', { project_id: P, filter: { op_names: [OPS[1]] }, include_costs }, `trace/usage costs=${include_costs}`)
+    }
+    const { a, b } = await both('/calls/usage', { project_id: P, call_ids: roots.slice(0, 3), limit: 2 })
+    t.same([a.status, b.status], [413, 413], 'a trace over the limit: 413 on both')
+    const empty = await both('/calls/usage', { project_id: P, call_ids: roots, limit: 0 })
+    t.same([empty.a.status, empty.b.status], [400, 400], 'limit 0: 400 on both')
+  })
+
+  await t.test('late parts and deletes count at once on both', async (t) => {
+    const late = { project_id: P, id: ids[1]!, ended_at: iso(BASE + 30 * H), summary: { usage: { 'gpt-4o': { prompt_tokens: 1e6 } } } }
+    t.same(
+      Object.values(await both('/call/upsert_batch', { batch: [{ mode: 'end', req: { end: late } }] })).map((r) => r.status),
+      [200, 200],
+    )
+    t.same(
+      Object.values(await both('/calls/delete', { project_id: P, call_ids: [roots[4]!, ids[12]!] })).map((r) => r.status),
+      [200, 200],
+    )
+    await same(
+      t,
+      '/calls/stats',
+      { ...range, granularity: 43200, call_metrics: CALLS, usage_metrics: USAGE },
+      'after late parts and deletes',
+    )
+    await same(t, '/calls/usage', { project_id: P, call_ids: roots.slice(0, 6), include_costs: true }, 'usage after deletes')
+    await same(t, '/calls/query_stats', { project_id: P, filter: { trace_roots_only: true } }, 'query_stats count')
+  })
+})
