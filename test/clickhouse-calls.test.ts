@@ -10,23 +10,15 @@ import type { CallPart } from '../src/calls/model.js'
 import { ClickHouseCalls } from '../src/clickhouse/calls.js'
 import { ChdbExecutor, chdbResolvable } from '../src/clickhouse/chdb-executor.js'
 import { migrate, MIGRATIONS } from '../src/clickhouse/migrations.js'
-import { ROOT, postJson, startServer, streamQuery, tempDir } from './helpers/server.js'
+import { mulberry32 } from './helpers/rng.js'
+import { ROOT, postJson, startServer, streamQuery, tempDir, CHDB_FROM } from './helpers/server.js'
 
-const FROM = [path.join(ROOT, 'bench', 'peer-deps', 'package.json')]
+const FROM = CHDB_FROM
 const P = 'ch-entity/ch-project'
 const OPS = [`weave:///${P}/op/alpha:v1`, `weave:///${P}/op/alpha:v2`, `weave:///${P}/op/beta:v1`, 'plain_op', 'Gamma']
 const WORDS = ['hello', 'Hello World', 'naïve café', '', 'x', "it's", 'zeta', '42', '1.5', 'true']
 
-/** A small seeded generator (mulberry32), so a failure reproduces. */
-function rng(seed: number) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
-const rand = rng(19)
+const rand = mulberry32(19)
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!
 const hex = (n: number) => Array.from({ length: n }, () => Math.floor(rand() * 16).toString(16)).join('')
 

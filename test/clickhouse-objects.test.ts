@@ -8,9 +8,9 @@ import { ChdbExecutor, chdbResolvable } from '../src/clickhouse/chdb-executor.js
 import { ClickHouseFiles } from '../src/clickhouse/files.js'
 import { migrate } from '../src/clickhouse/migrations.js'
 import { chStore } from '../src/clickhouse/objects-store.js'
-import { ROOT, postJson, startServer, tempDir } from './helpers/server.js'
+import { ROOT, postJson, startServer, tempDir, CHDB_FROM } from './helpers/server.js'
 
-const FROM = [path.join(ROOT, 'bench', 'peer-deps', 'package.json')]
+const FROM = CHDB_FROM
 const available = chdbResolvable(FROM)
 const skip = !available && 'chdb not installed (npm --prefix bench/peer-deps install)'
 const P = 'chobj/tables'

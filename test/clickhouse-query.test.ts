@@ -13,21 +13,13 @@ import { chCompileQuery } from '../src/clickhouse/query/expr.js'
 import { ChParams } from '../src/clickhouse/query/params.js'
 import { isTimeout, mapTimeout, timeoutSettings } from '../src/clickhouse/settings.js'
 import { compileQuery, Params } from '../src/query/expr.js'
-import { ROOT, tempDir } from './helpers/server.js'
+import { mulberry32 } from './helpers/rng.js'
+import { ROOT, tempDir, CHDB_FROM } from './helpers/server.js'
 
-const FROM = [path.join(ROOT, 'bench', 'peer-deps', 'package.json')]
+const FROM = CHDB_FROM
 const available = chdbResolvable(FROM)
 
-/** A small seeded generator (mulberry32), so a failure reproduces. */
-function rng(seed: number) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
-const rand = rng(7)
+const rand = mulberry32(7)
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!
 
 const HOSTILE = "x'); DROP TABLE calls; --"

@@ -7,9 +7,8 @@ import path from 'node:path'
 import t from 'tap'
 import { chdbResolvable } from '../src/clickhouse/chdb-executor.js'
 import { allStatements, MIGRATIONS } from '../src/clickhouse/migrations.js'
-import { ROOT, tempDir } from './helpers/server.js'
+import { ROOT, tempDir, CHDB_FROM } from './helpers/server.js'
 
-const FROM = path.join(ROOT, 'bench', 'peer-deps', 'package.json')
 const TABLES = [
   'call_parts',
   'calls_merged',
@@ -92,8 +91,10 @@ t.test('cluster: ON CLUSTER, Replicated local tables, Distributed tables sharded
   t.throws(() => allStatements({ database: 'weft', cluster: "c' x" }), { status: 400 })
 })
 
-t.test('ClickHouse parses every generated statement', { skip: !chdbResolvable([FROM]) && 'chdb not installed' }, async (t) => {
-  const chdb = createRequire(FROM)('chdb') as { Session: new (dir: string) => { query(sql: string, f?: string): string; close(): void } }
+t.test('ClickHouse parses every generated statement', { skip: !chdbResolvable(CHDB_FROM) && 'chdb not installed' }, async (t) => {
+  const chdb = createRequire(CHDB_FROM.find((f) => chdbResolvable([f]))!)('chdb') as {
+    Session: new (dir: string) => { query(sql: string, f?: string): string; close(): void }
+  }
   const dir = tempDir('weft-chdb-ddl-')
   const s = new chdb.Session(dir)
   t.teardown(() => {

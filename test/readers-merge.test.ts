@@ -1,11 +1,10 @@
 import t from 'tap'
 import { rm } from 'node:fs/promises'
-import { tableFromIPC } from 'apache-arrow'
 import type { CallPart, CallRecord, QueryOptions } from '../src/calls/model.js'
 import { CallStore } from '../src/calls/store.js'
-import { ipcStream } from '../src/calls/arrow/ipc.js'
 import { foldParts } from '../src/calls/ingest/parts.js'
 import { tempDir } from './helpers/server.js'
+import { exportArrowRows, exportCalls } from './helpers/readers.js'
 import { rng } from './helpers/rng.js'
 import { shuffle, traceParts } from './helpers/merge-order.js'
 
@@ -14,30 +13,6 @@ import { shuffle, traceParts } from './helpers/merge-order.js'
  * tail, flushed and compacted data a call's parts sit in: random traces (with deletes) ingested in
  * random batches, flushes and compactions at random points, the last batches still in the tail.
  */
-async function viaStore(store: CallStore, project: string, opts: QueryOptions, pool: boolean): Promise<CallRecord[]> {
-  process.env.WEFT_READERS = pool ? '2' : '0'
-  try {
-    const out: CallRecord[] = []
-    for await (const page of await store.stream(project, opts)) out.push(...page)
-    return out
-  } finally {
-    delete process.env.WEFT_READERS
-  }
-}
-
-async function arrowVia(store: CallStore, project: string, opts: QueryOptions, pool: boolean): Promise<unknown[]> {
-  process.env.WEFT_READERS = pool ? '2' : '0'
-  try {
-    const { schema, batches } = await store.streamArrow(project, opts)
-    const bytes: Buffer[] = []
-    for await (const b of ipcStream(schema, batches)) bytes.push(b)
-    return tableFromIPC(Buffer.concat(bytes))
-      .toArray()
-      .map((r) => ({ ...r.toJSON() }))
-  } finally {
-    delete process.env.WEFT_READERS
-  }
-}
 
 /** The live calls the parts make, by a model of their own: started, never deleted; in (started, id) order. */
 function expectedIds(parts: CallPart[]): string[] {
@@ -94,24 +69,24 @@ t.test('exports through the pool merge tail, flushed and compacted parts as the 
     t.ok(store.segments.length > 0, `seed ${seed}: ${store.segments.length} segments, the rest in the tail`)
     const expected = expectedIds(parts)
     const before = store.readerStats?.completed ?? 0
-    const all = await viaStore(store, project, {}, true)
+    const all = await exportCalls(store, project, {}, true)
     t.same(
       all.map((c) => c.id),
       expected,
       `seed ${seed}: the pooled export holds the live calls, in order (model of the parts)`,
     )
     for (const [name, q] of QUERIES) {
-      t.same(await viaStore(store, project, q, true), await viaStore(store, project, q, false), `seed ${seed}, ${name}: JSON`)
+      t.same(await exportCalls(store, project, q, true), await exportCalls(store, project, q, false), `seed ${seed}, ${name}: JSON`)
     }
     const unordered = (xs: CallRecord[]) => JSON.stringify([...xs].sort((a, b) => (String(a.id) < String(b.id) ? -1 : 1)))
     t.equal(
-      unordered(await viaStore(store, project, { sort_by: [] }, true)),
-      unordered(await viaStore(store, project, { sort_by: [] }, false)),
+      unordered(await exportCalls(store, project, { sort_by: [] }, true)),
+      unordered(await exportCalls(store, project, { sort_by: [] }, false)),
       `seed ${seed}, no order: the same calls`,
     )
     t.same(
-      await arrowVia(store, project, { sort_by: [{ field: 'started_at', direction: 'desc' }] }, true),
-      await arrowVia(store, project, { sort_by: [{ field: 'started_at', direction: 'desc' }] }, false),
+      await exportArrowRows(store, project, { sort_by: [{ field: 'started_at', direction: 'desc' }] }, true),
+      await exportArrowRows(store, project, { sort_by: [{ field: 'started_at', direction: 'desc' }] }, false),
       `seed ${seed}: Arrow`,
     )
     pooledReads += (store.readerStats?.completed ?? 0) - before

@@ -368,7 +368,8 @@ export class Prices {
   }
 }
 
-function fromDb(r: Record<string, unknown>): PriceRow {
+/** A price row as a database answers it (numbers possibly as bigints or text): the catalog's and ClickHouse's. */
+export function fromDb(r: Record<string, unknown>): PriceRow {
   return {
     id: String(r.id),
     pricing_level: r.pricing_level as 'project',

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { DomainError } from '../core/errors.js'
-import { Prices, purgeIds, type CostInput, type PriceRow } from '../catalog/prices.js'
+import { fromDb, Prices, purgeIds, type CostInput, type PriceRow } from '../catalog/prices.js'
 import type { Catalog } from '../catalog/db.js'
 import type { Executor, Row } from './executor.js'
 import { insertTarget, localTable, onCluster, readSettings, table, writeSettings, type Layout } from './layout.js'
@@ -85,21 +85,7 @@ export class ClickHousePrices extends Prices {
   }
 }
 
+/** Project prices only live here (pricing_level is not a column of llm_token_prices). */
 function fromRow(r: Row): PriceRow {
-  return {
-    id: String(r.id),
-    pricing_level: 'project',
-    pricing_level_id: String(r.pricing_level_id),
-    provider_id: String(r.provider_id),
-    llm_id: String(r.llm_id),
-    effective_ms: Number(r.effective_ms),
-    prompt_token_cost: Number(r.prompt_token_cost),
-    completion_token_cost: Number(r.completion_token_cost),
-    cache_read_input_token_cost: Number(r.cache_read_input_token_cost),
-    cache_creation_input_token_cost: Number(r.cache_creation_input_token_cost),
-    prompt_token_cost_unit: String(r.prompt_token_cost_unit),
-    completion_token_cost_unit: String(r.completion_token_cost_unit),
-    created_by: (r.created_by as string | null) ?? null,
-    created_at_ms: Number(r.created_at_ms),
-  }
+  return { ...fromDb(r), pricing_level: 'project' }
 }

@@ -1,9 +1,7 @@
-import { priceSpans } from '../catalog/prices.js'
 import type { CallStatsReq } from '../schemas/calls.js'
 import { Accumulator, assemble } from '../stats/assemble.js'
 import type { StatsEngine } from '../stats/backend.js'
-import { columnsOf } from '../stats/metrics.js'
-import { resolveRange, type StatsContext, type StatsPath } from '../stats/plan.js'
+import { statsContext, type StatsContext, type StatsPath } from '../stats/plan.js'
 import type { Executor, Row, Settings } from './executor.js'
 import { readSettings, type Layout } from './layout.js'
 import { ChParams } from './query/params.js'
@@ -55,14 +53,8 @@ export class ClickHouseStats implements StatsEngine {
     return { result: assemble(ctx, acc), path: 'scan' }
   }
 
-  private async resolve(req: CallStatsReq, now: number): Promise<StatsContext> {
-    const range = resolveRange(req, now)
-    const callCols = columnsOf(req.call_metrics)
-    const usageCols = columnsOf(req.usage_metrics)
-    const spans = usageCols.some((c) => c.metric.endsWith('_cost'))
-      ? priceSpans(await this.prices.forProject(req.project_id), req.project_id)
-      : []
-    return { project_id: req.project_id, filter: req.filter, ...range, callCols, usageCols, spans }
+  private resolve(req: CallStatsReq, now: number): Promise<StatsContext> {
+    return statsContext(req, now, this.prices)
   }
 
   /** Per (bucket, bin) rows, given to the accumulator as a scan's totals (`g` 1) and bins (`g` 0). */

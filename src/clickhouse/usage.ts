@@ -2,7 +2,7 @@ import { DomainError } from '../core/errors.js'
 import { USAGE_FIELDS, type CallFilter, type QueryOptions } from '../calls/model.js'
 import type { PriceRow } from '../catalog/prices.js'
 import type { UsageAnswer, UsageEngine } from '../stats/backend.js'
-import { rollUp, type Fetched, type UsageMap } from '../stats/usage.js'
+import { inTraceBatches, rollUp, traceUsageAnswer, type Fetched, type UsageMap } from '../stats/usage.js'
 import { chMatching } from './calls-sql.js'
 import type { ClickHousePrices } from './costs.js'
 import { ChParams } from './query/params.js'
@@ -75,26 +75,19 @@ export class ClickHouseUsage implements UsageEngine {
     const traces = await this.tracesOf(project, wanted)
     const prices = includeCosts ? await this.prices.forProject(project) : null
     const unfinished = new Set<string>()
-    const queue: string[][] = traces.length ? [traces] : []
-    while (queue.length) {
-      const batch = queue.shift()!
-      const calls = await this.fetch(project, { filter: { trace_ids: batch } }, limit + 1)
-      if (calls.length > limit) {
-        if (batch.length === 1)
-          throw new DomainError(
-            413,
-            `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`,
-          )
-        const half = Math.ceil(batch.length / 2)
-        queue.unshift(batch.slice(0, half), batch.slice(half))
-        continue
-      }
-      const totals = rollUp(calls, project, prices)
-      calls.forEach((c, i) => {
-        if (want.has(c.id!)) result[c.id!] = totals[i]!
-        if (!c.ended) unfinished.add(c.id!)
-      })
-    }
+    await inTraceBatches(
+      traces,
+      limit,
+      (batch, max) => this.fetch(project, { filter: { trace_ids: batch } }, max),
+      (calls) => calls.length,
+      (calls) => {
+        const totals = rollUp(calls, project, prices)
+        calls.forEach((c, i) => {
+          if (want.has(c.id!)) result[c.id!] = totals[i]!
+          if (!c.ended) unfinished.add(c.id!)
+        })
+      },
+    )
     return { call_usage: result, unfinished_call_ids: [...unfinished].sort() }
   }
 
@@ -107,14 +100,6 @@ export class ClickHouseUsage implements UsageEngine {
   ): Promise<UsageAnswer> {
     if (!Number.isInteger(limit) || limit < 1) throw new DomainError(400, 'limit must be at least 1')
     const calls = await this.fetch(project, { filter: filter ?? {}, query }, limit)
-    const prices: readonly PriceRow[] | null = includeCosts ? await this.prices.forProject(project) : null
-    const totals = rollUp(calls, project, prices)
-    return {
-      call_usage: Object.fromEntries(calls.map((c, i) => [c.id!, totals[i]!])),
-      unfinished_call_ids: calls
-        .filter((c) => !c.ended)
-        .map((c) => c.id!)
-        .sort(),
-    }
+    return traceUsageAnswer(calls, project, includeCosts ? await this.prices.forProject(project) : null)
   }
 }

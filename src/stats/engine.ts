@@ -1,12 +1,11 @@
 import type { Table } from 'apache-arrow'
 import { statsTable } from './arrow.js'
 import type { CallSource } from '../calls/source.js'
-import { priceSpans, type Prices } from '../catalog/prices.js'
+import type { Prices } from '../catalog/prices.js'
 import type { CallStatsReq } from '../schemas/calls.js'
 import type { CallFilter } from '../schemas/common.js'
 import { Accumulator, assemble } from './assemble.js'
-import { columnsOf } from './metrics.js'
-import { planStats, resolveRange, type Piece, type StatsContext, type StatsPath, type StatsPlan } from './plan.js'
+import { planStats, statsContext, type Piece, type StatsContext, type StatsPath, type StatsPlan } from './plan.js'
 import type { Rollups } from './rollups.js'
 import {
   callsStatement,
@@ -25,7 +24,7 @@ import {
  * calls otherwise (filters on trace, call, parent, thread or turn ids or refs; boundaries off whole
  * UTC hours; usage percentiles; total_cost min/max).
  *
- * A request is resolved (plan.ts resolveRange), planned (planStats: which tier answers which part of
+ * A request is resolved (plan.ts statsContext), planned (planStats: which tier answers which part of
  * the range), read (sql.ts builds each statement) and assembled into buckets (assemble.ts).
  */
 export class CallStats {
@@ -56,15 +55,8 @@ export class CallStats {
     return { result: assemble(ctx, acc), path: plan.path }
   }
 
-  /** The request checked, its defaults resolved, its metrics parsed, and the prices it needs. */
-  private async resolve(req: CallStatsReq, now: number): Promise<StatsContext> {
-    const range = resolveRange(req, now)
-    const callCols = columnsOf(req.call_metrics)
-    const usageCols = columnsOf(req.usage_metrics)
-    const spans = usageCols.some((c) => c.metric.endsWith('_cost'))
-      ? priceSpans(await this.prices.forProject(req.project_id), req.project_id)
-      : []
-    return { project_id: req.project_id, filter: req.filter, ...range, callCols, usageCols, spans }
+  private resolve(req: CallStatsReq, now: number): Promise<StatsContext> {
+    return statsContext(req, now, this.prices)
   }
 
   private async gather(ctx: StatsContext, plan: StatsPlan): Promise<Accumulator> {

@@ -1,10 +1,10 @@
 import { DomainError } from '../core/errors.js'
 import { Params } from '../query/expr.js'
-import type { PriceSpan } from '../catalog/prices.js'
+import { priceSpans, type PriceRow, type PriceSpan } from '../catalog/prices.js'
 import type { CallStatsReq } from '../schemas/calls.js'
 import { MAX_RANGE_MS, bucketStarts, checkTimezone, chooseGranularity } from './buckets.js'
 import { dimFilter } from './dims.js'
-import type { CallMetric, Column, UsageMetric } from './metrics.js'
+import { columnsOf, type CallMetric, type Column, type UsageMetric } from './metrics.js'
 import type { Tier } from './rollups.js'
 
 const HOUR = 3_600_000
@@ -20,6 +20,22 @@ export interface StatsRange {
   timezone: string
   /** The buckets' starts (ms), in order. */
   starts: number[]
+}
+
+/**
+ * The request checked, its defaults resolved, its metrics parsed, and the price spans its cost metrics need
+ * (prices read only then): what every backend's statistics start from.
+ */
+export async function statsContext(
+  req: CallStatsReq,
+  now: number,
+  prices: { forProject(project: string): Promise<readonly PriceRow[]> },
+): Promise<StatsContext> {
+  const range = resolveRange(req, now)
+  const callCols = columnsOf(req.call_metrics)
+  const usageCols = columnsOf(req.usage_metrics)
+  const spans = usageCols.some((c) => c.metric.endsWith('_cost')) ? priceSpans(await prices.forProject(req.project_id), req.project_id) : []
+  return { project_id: req.project_id, filter: req.filter, ...range, callCols, usageCols, spans }
 }
 
 /**

@@ -92,6 +92,52 @@ function add(into: UsageMap, from: UsageMap): void {
   }
 }
 
+/** `/trace/usage`'s answer from the fetched calls (each rolled up with its descendants), on every backend. */
+export function traceUsageAnswer(
+  calls: Fetched[],
+  project: string,
+  prices: readonly PriceRow[] | null,
+): { call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] } {
+  const totals = rollUp(calls, project, prices)
+  return {
+    call_usage: Object.fromEntries(calls.map((c, i) => [c.id!, totals[i]!])),
+    unfinished_call_ids: calls
+      .filter((c) => !c.ended)
+      .map((c) => c.id!)
+      .sort(),
+  }
+}
+
+/**
+ * `/calls/usage`'s batching, on every backend: the traces are read `limit + 1` calls at a time at most, a
+ * batch that holds more is halved, and a single trace over the limit is 413 — never a partial answer.
+ * `read` fetches a batch, `size` counts its calls, `use` takes a complete one.
+ */
+export async function inTraceBatches<T>(
+  traces: string[],
+  limit: number,
+  read: (batch: string[], max: number) => Promise<T>,
+  size: (got: T) => number,
+  use: (got: T, batch: string[]) => Promise<void> | void,
+): Promise<void> {
+  const queue: string[][] = traces.length ? [traces] : []
+  while (queue.length) {
+    const batch = queue.shift()!
+    const got = await read(batch, limit + 1)
+    if (size(got) > limit) {
+      if (batch.length === 1)
+        throw new DomainError(
+          413,
+          `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`,
+        )
+      const half = Math.ceil(batch.length / 2)
+      queue.unshift(batch.slice(0, half), batch.slice(half))
+      continue
+    }
+    await use(got, batch)
+  }
+}
+
 /**
  * Each fetched call's usage plus that of all its fetched descendants (a parent outside the set is
  * not followed), by index. Bottom-up over the tree, without recursion.
@@ -297,23 +343,16 @@ export class UsageRollup {
     const traces = await this.tracesOf(project, wanted)
     const prices = includeCosts ? await this.prices.forProject(project) : null
     const unfinished = new Set<string>()
-    const queue: string[][] = traces.length ? [traces] : []
-    while (queue.length) {
-      const batch = queue.shift()!
-      const got = await this.batchUsage(project, batch, limit + 1, wanted, prices)
-      if (got.calls > limit) {
-        if (batch.length === 1)
-          throw new DomainError(
-            413,
-            `Cannot compute complete usage: a single trace exceeds the ${limit}-call aggregation limit. Increase limit and retry.`,
-          )
-        const half = Math.ceil(batch.length / 2)
-        queue.unshift(batch.slice(0, half), batch.slice(half))
-        continue
-      }
-      Object.assign(result, got.usage)
-      if (got.open > 0) for (const id of await this.unfinished(project, batch)) unfinished.add(id)
-    }
+    await inTraceBatches(
+      traces,
+      limit,
+      (batch, max) => this.batchUsage(project, batch, max, wanted, prices),
+      (got) => got.calls,
+      async (got, batch) => {
+        Object.assign(result, got.usage)
+        if (got.open > 0) for (const id of await this.unfinished(project, batch)) unfinished.add(id)
+      },
+    )
     return { call_usage: result, unfinished_call_ids: [...unfinished].sort() }
   }
 
@@ -327,13 +366,6 @@ export class UsageRollup {
   ): Promise<{ call_usage: Record<string, UsageMap>; unfinished_call_ids: string[] }> {
     if (!Number.isInteger(limit) || limit < 1) throw new DomainError(400, 'limit must be at least 1')
     const calls = await this.fetch(project, filter ?? {}, query, limit, null)
-    const totals = rollUp(calls, project, includeCosts ? await this.prices.forProject(project) : null)
-    return {
-      call_usage: Object.fromEntries(calls.map((c, i) => [c.id!, totals[i]!])),
-      unfinished_call_ids: calls
-        .filter((c) => !c.ended)
-        .map((c) => c.id!)
-        .sort(),
-    }
+    return traceUsageAnswer(calls, project, includeCosts ? await this.prices.forProject(project) : null)
   }
 }

@@ -17,10 +17,13 @@ if (process.env.WEFT_STORAGE === 'chdb' && !chdbInstalled()) {
   process.exit(0)
 }
 
+/** Where chdb is looked for, as the server does (src/storage.ts): weft's own install, then the bench peers'. */
+export const CHDB_FROM = [path.join(ROOT, 'package.json'), path.join(ROOT, 'bench', 'peer-deps', 'package.json')]
+
 function chdbInstalled(): boolean {
-  return [ROOT, path.join(ROOT, 'bench', 'peer-deps')].some((d) => {
+  return CHDB_FROM.some((from) => {
     try {
-      createRequire(path.join(d, 'package.json')).resolve('chdb')
+      createRequire(from).resolve('chdb')
       return true
     } catch {
       return false

@@ -97,7 +97,7 @@ async function* pull(first: DuckDBDataChunk | null, next: () => Promise<DuckDBDa
  * interrupted streaming query does not always fail: its next fetch may simply find no more rows.
  * So the flag, not the outcome, decides — a timed-out read never passes for a complete one.
  */
-function interruptAfter(conn: DuckDBConnection, ms: number) {
+export function interruptAfter(conn: DuckDBConnection, ms: number) {
   let timedOut = false
   const fail = () => new DomainError(504, `Query took longer than ${ms} ms and was stopped; narrow the filter or page with limit`)
   return async <T>(p: () => Promise<T>): Promise<T> => {

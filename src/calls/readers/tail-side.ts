@@ -1,7 +1,7 @@
 import { listValue, type DuckDBConnection, type DuckDBDataChunk, type DuckDBType } from '@duckdb/node-api'
-import { DomainError } from '../../core/errors.js'
 import type { Params } from '../../query/expr.js'
 import type { Storage } from '../storage/storage.js'
+import { interruptAfter } from '../read/reader.js'
 
 /**
  * The main thread's share of a pooled read: the same statement over the store's own database, for the
@@ -16,7 +16,7 @@ export async function tailChunks(
   params: Params,
 ): Promise<{ names: string[]; types: DuckDBType[]; chunks: AsyncGenerator<DuckDBDataChunk> }> {
   const conn = await storage.connect()
-  const guard = guarded(conn, storage.opts.queryTimeoutMs)
+  const guard = interruptAfter(conn, storage.opts.queryTimeoutMs)
   try {
     await conn.run('CREATE TEMP TABLE scope_ids AS SELECT DISTINCT unnest($1::VARCHAR[]) AS id', [listValue([...ids])])
     await conn.run('CREATE TEMP VIEW scoped_parts AS SELECT * FROM main.all_parts WHERE id IN (SELECT id FROM scope_ids)')
@@ -33,27 +33,5 @@ export async function tailChunks(
   } catch (e) {
     conn.closeSync()
     throw e
-  }
-}
-
-/** Each wait on DuckDB past `ms` interrupts the statement and answers 504 (as the store's own reads do). */
-function guarded(conn: DuckDBConnection, ms: number) {
-  let timedOut = false
-  const fail = () => new DomainError(504, `Query took longer than ${ms} ms and was stopped; narrow the filter or page with limit`)
-  return async <T>(p: () => Promise<T>): Promise<T> => {
-    if (timedOut) throw fail()
-    const t = setTimeout(() => {
-      timedOut = true
-      conn.interrupt()
-    }, ms)
-    try {
-      const out = await p()
-      if (timedOut) throw fail()
-      return out
-    } catch (e) {
-      throw timedOut ? fail() : e
-    } finally {
-      clearTimeout(t)
-    }
   }
 }
