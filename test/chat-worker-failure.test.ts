@@ -54,8 +54,10 @@ t.test('the requests of a worker that dies mid-batch fail with a 500; the restar
 })
 
 t.test('a worker that fails to restart is tried again later; meanwhile requests get a quick 503, then 200', async (t) => {
-  // Dies at its 40th step; its first restart then fails to load (inference-restart-load:1), the second succeeds.
-  const s = await startServer({ env: { WEFT_FAILPOINTS: 'inference-step:40,inference-restart-load:1' } })
+  // Dies at its 40th step; its first three restarts then fail to load (inference-restart-load:3), the fourth
+  // succeeds: down 1 s, 2 s and 4 s between attempts (with one failed restart the only 503 window was 1 s, which
+  // a loaded machine's round trips could miss).
+  const s = await startServer({ env: { WEFT_FAILPOINTS: 'inference-step:40,inference-restart-load:3' } })
   t.teardown(() => s.stop())
   const crashed = ChatStream.open(s, { messages, max_tokens: 2000, ignore_eos: true })
   await within(crashed.drain(), 30_000, 'the stream')

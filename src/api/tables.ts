@@ -44,8 +44,13 @@ function queryTable(tables: TablesBackend) {
   return async (ctx: Ctx<TableQueryReq>): Promise<Reply> => ({ body: { rows: await tables.query(ctx.body.project_id, ctx.body) } })
 }
 
-/** Rows read per page of a streamed table: the memory a slow reader can hold is a page or two, not the table. */
-const STREAM_PAGE = 4096
+/**
+ * A streamed table is read in pages of about this many bytes of JSON lines, so a slow reader holds a page or
+ * two, not the table; the first page is FIRST_PAGE rows, later ones sized from the rows seen so far.
+ */
+const STREAM_PAGE_BYTES = 1 << 20
+const FIRST_PAGE = 256
+const MAX_PAGE = 65_536
 
 function streamTable(tables: TablesBackend) {
   return async (ctx: Ctx<TableQueryReq>): Promise<Reply> => {
@@ -54,11 +59,16 @@ function streamTable(tables: TablesBackend) {
     // A table is immutable under its digest, so pages read one after another see one table. The writer asks for
     // the next page only when the client has taken the last one.
     async function* pages() {
-      for (let from = q.offset ?? 0; from < end; from += STREAM_PAGE) {
-        const limit = Math.min(STREAM_PAGE, end - from)
+      let size = FIRST_PAGE
+      for (let from = q.offset ?? 0; from < end;) {
+        const limit = Math.min(size, end - from)
         const rows = await tables.query(q.project_id, { ...q, offset: from, limit })
-        if (rows.length) yield rows.map((r) => JSON.stringify(r) + '\n').join('')
+        if (rows.length === 0) return
+        const text = rows.map((r) => JSON.stringify(r) + '\n').join('')
+        yield text
         if (rows.length < limit) return
+        from += rows.length
+        size = Math.max(1, Math.min(MAX_PAGE, Math.floor(STREAM_PAGE_BYTES / (text.length / rows.length))))
       }
     }
     return { contentType: 'application/jsonl', stream: pages() }

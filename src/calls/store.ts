@@ -175,10 +175,13 @@ export class CallStore implements CallSource {
 
   /**
    * The reader pool for an export (not a page): the segments' calls are read and converted in worker
-   * threads, the tail's on this one, merged in order (readers/export.ts). WEFT_READERS=0 reads in-process.
+   * threads, the tail's on this one, merged in order (readers/export.ts). Off unless WEFT_READERS names a
+   * thread count: a worker's DuckDB materializes the merge ahead of a slow client, so four unread 16 MB
+   * answers grew the server's RSS by 217 MiB against the in-process path's bound of 128 MiB
+   * (test/hostile-clients.test.ts). It becomes the default once its memory follows the client.
    */
   private pooled(opts: QueryOptions): PooledDeps | null {
-    const threads = Number(process.env.WEFT_READERS ?? 2)
+    const threads = Number(process.env.WEFT_READERS ?? 0)
     if (threads <= 0 || this.storage.closed || !isExport(opts)) return null
     this.readers ??= new ReaderPool({
       threads,

@@ -3,7 +3,7 @@ import type { CallRecord, QueryOptions } from '../../src/calls/model.js'
 import type { CallStore } from '../../src/calls/store.js'
 import { ipcStream } from '../../src/calls/arrow/ipc.js'
 
-/** Runs fn with the reader pool on (WEFT_READERS=2, the default) or off (0: the in-process path before the pool). */
+/** Runs fn with the reader pool on (WEFT_READERS=2) or off (0, the default: the in-process path). */
 async function withReaders<T>(pool: boolean, fn: () => Promise<T>): Promise<T> {
   process.env.WEFT_READERS = pool ? '2' : '0'
   try {
