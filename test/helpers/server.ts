@@ -8,6 +8,9 @@ import { fileURLToPath } from 'node:url'
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
 export const MAIN = path.join(ROOT, 'dist', 'src', 'main.js')
+/** Where chdb is looked for, as the server does (src/storage.ts): weft's own install, then the bench peers'. */
+export const CHDB_FROM = [path.join(ROOT, 'package.json'), path.join(ROOT, 'bench', 'peer-deps', 'package.json')]
+
 /**
  * WEFT_STORAGE=chdb runs a suite's servers on the ClickHouse backend in-process (the servers inherit
  * the environment). chdb is an optional ~550 MB install: without it such a run skips the file.
@@ -16,9 +19,6 @@ if (process.env.WEFT_STORAGE === 'chdb' && !chdbInstalled()) {
   process.stdout.write('1..0 # SKIP WEFT_STORAGE=chdb but chdb is not installed (an optional dependency: npm install chdb)\n')
   process.exit(0)
 }
-
-/** Where chdb is looked for, as the server does (src/storage.ts): weft's own install, then the bench peers'. */
-export const CHDB_FROM = [path.join(ROOT, 'package.json'), path.join(ROOT, 'bench', 'peer-deps', 'package.json')]
 
 function chdbInstalled(): boolean {
   return CHDB_FROM.some((from) => {
