@@ -15,6 +15,11 @@ export interface GenerateRequest {
   addGenerationPrompt: boolean
   continueFinalMessage: boolean
   addSpecialTokens: boolean
+  /**
+   * A prompt given as token ids (legacy completions): the engine takes these ids as they are, as vLLM does, instead
+   * of rendering and encoding `messages` (which then only carry its text, for echo). null or absent: encode.
+   */
+  promptTokenIds?: number[] | null
   tools: unknown[] | null
   documents: unknown[] | null
   chatTemplate: string | null

@@ -111,6 +111,7 @@ export type PromptRequest = Pick<
   | 'addGenerationPrompt'
   | 'continueFinalMessage'
   | 'addSpecialTokens'
+  | 'promptTokenIds'
   | 'tools'
   | 'documents'
   | 'chatTemplate'
@@ -119,6 +120,7 @@ export type PromptRequest = Pick<
 
 /** The prompt token ids of a chat (for /tokenize and for submit). */
 export function promptIds(tok: ModelTokenizer, req: PromptRequest): number[] {
+  if (req.promptTokenIds) return [...req.promptTokenIds]
   const text = tok.render(req.messages, {
     addGenerationPrompt: req.addGenerationPrompt,
     continueFinalMessage: req.continueFinalMessage,
@@ -166,6 +168,10 @@ function checkLogprobsAndIds(x: Preparer, req: GenerateRequest): void {
     if (bad.length)
       throw new RequestError(400, `token_id(s) [${bad.join(', ')}] in ${what} contain out-of-vocab token ids. Vocabulary size: ${V}`, what)
   }
+  const ids = req.promptTokenIds ?? []
+  const top = ids.reduce((m, i) => (i > m ? i : m), -1)
+  // vLLM's own check and message for a token prompt (its processor validates the model input).
+  if (top >= V) throw new RequestError(400, `Token id ${top} is out of vocabulary`, 'prompt')
   if (req.logprobs !== null && req.logprobs > x.opts.maxLogprobs)
     throw new RequestError(
       400,

@@ -37,14 +37,15 @@ function checkLegacy(b: CompletionReq, priorityScheduling: boolean): void {
   checkSampling(b, priorityScheduling)
 }
 
-/** The prompts as text with, for token prompts, the ids they must come back as. */
+/** The prompts as text (for echo) and, for token prompts, the ids the engine takes as they are. */
 async function promptsOf(b: CompletionReq, model: ModelServer): Promise<{ text: string; ids: number[] | null }[]> {
   const p = b.prompt
   const list: (string | number[])[] =
     typeof p === 'string' ? [p] : typeof p[0] === 'number' ? [p as number[]] : (p as (string | number[])[])
   return Promise.all(
     list.map(async (x) =>
-      typeof x === 'string' ? { text: x, ids: null } : { text: await model.detokenize(x).catch(asDomainError), ids: x },
+      // Ids the tokenizer cannot decode (past the vocabulary) are refused by the engine, with vLLM's message.
+      typeof x === 'string' ? { text: x, ids: null } : { text: await model.detokenize(x).catch(() => ''), ids: x },
     ),
   )
 }
@@ -57,6 +58,7 @@ function generateOf(b: CompletionReq, id: string, prompt: { text: string; ids: n
     continueFinalMessage: false,
     // Token prompts already hold whatever special tokens the client wanted.
     addSpecialTokens: prompt.ids === null && b.add_special_tokens !== false,
+    promptTokenIds: prompt.ids,
     tools: null,
     documents: null,
     chatTemplate: VERBATIM,
@@ -69,16 +71,9 @@ function generateOf(b: CompletionReq, id: string, prompt: { text: string; ids: n
   }
 }
 
-/** A token prompt must have reached the engine as the client's ids (or their tail, when truncated). */
-function checkIds(i: number, want: number[] | null, got: number[]): void {
+/** An empty prompt (or one truncated to nothing) is refused as vLLM refuses it. */
+function checkNotEmpty(got: number[]): void {
   if (!got.length) throw bad('The decoder prompt cannot be empty', 'prompt')
-  if (!want) return
-  const tail = want.slice(want.length - got.length)
-  if (got.length <= want.length && tail.every((x, k) => x === got[k])) return
-  throw bad(
-    `prompt ${i}: these token ids do not come back from decoding and re-encoding their text, which is how this server takes token prompts; send the tokenizer's own encoding, or text.`,
-    'prompt',
-  )
 }
 
 /**
@@ -117,9 +112,9 @@ async function startRuns(b: CompletionReq, model: ModelServer, id: string, signa
   const settled = await Promise.allSettled(all.map((e) => accepted(e)))
   let acc: Accepted[]
   try {
-    acc = settled.map((s, i) => {
+    acc = settled.map((s) => {
       if (s.status === 'rejected') throw s.reason
-      checkIds(i, prompts[i]!.ids, s.value.promptIds)
+      checkNotEmpty(s.value.promptIds)
       return s.value
     })
   } catch (e) {
