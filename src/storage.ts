@@ -1,7 +1,6 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Config } from './core/config.js'
-import { DomainError } from './core/errors.js'
 import { ROOT_DIR } from './core/version.js'
 import type { StorageInfo } from './schemas/meta.js'
 import type { IngestPool } from './calls/ingest/pool.js'
@@ -62,28 +61,6 @@ export async function storageInfo(backend: ClickHouseCallBackend): Promise<Stora
 }
 
 /**
- * A stand-in for a store a route family is built with but will never call: its handlers are
- * replaced by 501s (notServed). Touching it at all is a wiring mistake, so it throws.
- */
-function never<T>(what: string): T {
-  return new Proxy({} as object, {
-    get: () => {
-      throw new Error(`${what} is not available on this storage backend`)
-    },
-  }) as T
-}
-
-/** Routes the backend does not serve yet, kept in the route list (and /openapi.json), each answering 501. */
-function notServed(defs: RouteDef[], backend: string): RouteDef[] {
-  return defs.map((d) => ({
-    ...d,
-    handler: () => {
-      throw new DomainError(501, `${d.method} ${d.path} is not served on the ${backend} storage backend yet`)
-    },
-  }))
-}
-
-/**
  * Objects, tables and feedback in ClickHouse's own tables (clickhouse/objects.ts, tables.ts, feedback.ts).
  * File bytes: with chdb (one machine) on local disk as the embedded server keeps them (catalog/files.ts:
  * streamed with backpressure, fsynced, content-addressed); a ClickHouse server may serve several weft
@@ -102,7 +79,7 @@ function objectSide(backend: ClickHouseCallBackend, config: Config, catalog: Cat
 /**
  * The routes on ClickHouse, in the embedded server's order: the call routes, statistics, usage, costs and
  * OTLP on the backend; objects, tables, files, refs, feedback and the /v2 object kinds on objectSide's stores.
- * The /v2 evaluation runs still answer 501 naming the backend rather than using DuckDB beside ClickHouse.
+ * The /v2 evaluation runs, predictions and scores are calls on the backend plus ops and feedback on objectSide's stores.
  */
 export function clickHouseRoutes(backend: ClickHouseCallBackend, ingest: IngestPool, config: Config, catalog: Catalog): RouteDef[] {
   const name = backend.name
@@ -113,16 +90,16 @@ export function clickHouseRoutes(backend: ClickHouseCallBackend, ingest: IngestP
     config.prices,
   )
   backend.traceStorageBytes = analytics.traceStorageBytes
-  const calls = callRoutes({ store: backend, backend: name, pool: ingest, maxQueryRows: config.maxQueryRows, prices: analytics.prices })
-  const served = [...statsRoutes(analytics.stats, analytics.usage, analytics.prices), ...otelRoutes(backend, ingest, config.maxBodyBytes)]
-  const store = never<never>('the embedded store')
   const o = objectSide(backend, config, catalog)
+  const { maxQueryRows } = config
+  const calls = callRoutes({ store: backend, backend: name, pool: ingest, maxQueryRows, prices: analytics.prices, feedback: o.feedback })
+  const served = [...statsRoutes(analytics.stats, analytics.usage, analytics.prices), ...otelRoutes(backend, ingest, config.maxBodyBytes)]
   const rest = [
     ...objectRoutes(o.objects),
     ...fileRoutes(o.files, config.maxFileBytes),
     ...tableRoutes(o.tables),
     ...v2ObjectRoutes({ objects: o.objects, tables: o.tables }),
-    ...notServed(v2RunRoutes({ calls: store, objects: store, feedback: store }), name),
+    ...v2RunRoutes({ calls: backend, objects: o.objects, feedback: o.feedback }),
     ...feedbackRoutes(o.feedback),
     ...refRoutes(o.refs),
   ]

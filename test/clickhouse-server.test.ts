@@ -89,10 +89,13 @@ t.test('on chdb', { skip: !available && 'chdb not installed' }, async (t) => {
     const size = await postJson(s, '/calls/query_stats', { project_id: P, include_total_storage_size: true })
     t.equal(size.status, 200, 'storage size')
     t.type(size.json.total_storage_size_bytes, 'number', 'storage size')
-    await notServed(
-      postJson(s, '/v2/e/p/evaluation_runs', { evaluation: 'weave:///e/p/object/x:abc', model: 'weave:///e/p/object/m:abc' }),
-      'evaluation runs',
-    )
+    // Evaluation runs and include_feedback are served too (test/on-chdb-v2.test.ts, test/clickhouse-call-feedback.test.ts).
+    const run = await postJson(s, '/v2/e/p/evaluation_runs', {
+      evaluation: 'weave:///e/p/object/x:abc',
+      model: 'weave:///e/p/object/m:abc',
+    })
+    t.equal(run.status, 200, 'evaluation runs')
+    t.equal((await postJson(s, '/calls/query', { project_id: P, include_feedback: true })).status, 200, 'include_feedback')
     await notServed(postJson(s, '/calls/query', { project_id: P, expand_columns: ['inputs.x'] }), 'expand_columns')
     const arrow = fetch(s.url + '/calls/stream_query', {
       method: 'POST',

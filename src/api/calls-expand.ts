@@ -2,7 +2,7 @@ import { DomainError } from '../core/errors.js'
 import type { CallRecord } from '../calls/model.js'
 import type { CallStore } from '../calls/store.js'
 import { distinctRefsSql } from '../calls/read/expand.js'
-import type { FeedbackStore } from '../catalog/feedback.js'
+import type { FeedbackBackend } from '../catalog/backends.js'
 import { parseRef, type RefResolver } from '../catalog/refs.js'
 import {
   bindExpand,
@@ -33,7 +33,7 @@ const BATCH = 500
 export interface ExpandDeps {
   store: CallStore
   refs?: RefResolver
-  feedback?: FeedbackStore
+  feedback?: FeedbackBackend
 }
 
 /** Reads refs of one project, each once per request (an LRU of CACHE_SIZE), null when it reads as nothing. */

@@ -1,6 +1,6 @@
 import { DomainError } from '../core/errors.js'
 import type { CallRecord } from '../calls/model.js'
-import type { FeedbackStore } from '../catalog/feedback.js'
+import type { FeedbackBackend } from '../catalog/backends.js'
 import type { FeedbackQueryReq } from '../schemas/feedback.js'
 
 /** The fields of each attached row, in Weave's order (its calls query asks the feedback query for these). */
@@ -25,7 +25,7 @@ const MAX_ROWS = 100_000
 const refOf = (project: string, id: unknown) => `weave:///${project}/call/${String(id)}`
 
 /** The feedback rows about the given calls (a few hundred at a time: one query per `CALLS_PER_QUERY`), by call ref. */
-async function rowsFor(store: FeedbackStore, project: string, calls: CallRecord[]): Promise<Map<string, Record<string, unknown>[]>> {
+async function rowsFor(store: FeedbackBackend, project: string, calls: CallRecord[]): Promise<Map<string, Record<string, unknown>[]>> {
   const byRef = new Map<string, Record<string, unknown>[]>()
   for (let i = 0; i < calls.length; i += CALLS_PER_QUERY) {
     const refs = calls.slice(i, i + CALLS_PER_QUERY).map((c) => refOf(project, c.id))
@@ -48,7 +48,7 @@ async function rowsFor(store: FeedbackStore, project: string, calls: CallRecord[
  * call's ref (an empty list when none), oldest first. The call's summary is created when the
  * requested columns left it out, as Weave does.
  */
-export async function attachFeedback(store: FeedbackStore, project: string, calls: CallRecord[]): Promise<void> {
+export async function attachFeedback(store: FeedbackBackend, project: string, calls: CallRecord[]): Promise<void> {
   if (calls.length === 0) return
   const byRef = await rowsFor(store, project, calls)
   for (const c of calls) {

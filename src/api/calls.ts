@@ -10,7 +10,7 @@ import type { IngestPool } from '../calls/ingest/pool.js'
 import type { IngestTask } from '../calls/ingest/prepare.js'
 import { withCosts, type Prices } from '../catalog/prices.js'
 import type { CallStats } from '../stats/engine.js'
-import type { FeedbackStore } from '../catalog/feedback.js'
+import type { FeedbackBackend } from '../catalog/backends.js'
 import { bindFeedback, feedbackFieldsOf } from '../query/feedback-fields.js'
 // expand_columns and include_feedback (calls-expand.ts):
 import type { RefResolver } from '../catalog/refs.js'
@@ -48,7 +48,7 @@ export interface CallsDeps {
   /** Rollups that answer plain counts fast; without: every count is a query. */
   stats?: CallStats
   /** Feedback, for queries and sorts on `feedback.[<type>].payload.<path>` fields. */
-  feedback?: FeedbackStore
+  feedback?: FeedbackBackend
   /** Resolves refs for expand_columns. */
   refs?: RefResolver
 }
@@ -76,14 +76,13 @@ function notServed(d: CallsDeps, what: string): DomainError {
 }
 
 /**
- * expand_columns and include_feedback read refs and feedback from the catalog and call SQL from the
- * embedded store; another backend answers 501 for them (checked once per request, only off the
- * embedded path).
+ * expand_columns reads call SQL from the embedded store; another backend answers 501 for it (checked
+ * once per request, only off the embedded path). include_feedback needs only a feedback store.
  */
 function checkServed(d: CallsDeps, b: { expand_columns?: string[] | null; include_feedback?: boolean | null }): void {
   if (d.backend === undefined || d.backend === 'embedded') return
   if (b.expand_columns && b.expand_columns.length) throw notServed(d, 'expand_columns')
-  if (b.include_feedback) throw notServed(d, 'include_feedback')
+  if (b.include_feedback && !d.feedback) throw notServed(d, 'include_feedback')
 }
 
 /** The store as calls-expand.ts reads it: only the embedded one has the SQL it runs. */

@@ -1,5 +1,6 @@
 import type { FeedbackCreateReq, FeedbackCreateRes, FeedbackQueryReq } from '../schemas/feedback.js'
 import type { ObjectVersion, ObjQueryReq } from '../schemas/objects.js'
+import type { FeedbackField, FeedbackValues } from '../query/feedback-fields.js'
 import type { TableQueryReq, TableRow, TableStatsRow, TableUpdateSpec } from '../schemas/tables.js'
 
 /**
@@ -71,4 +72,10 @@ export interface FeedbackBackend {
   purge(project: string, query: unknown): Promise<void>
   /** Deletes a row and creates its replacement (a new id), both or neither. */
   replace(project: string, feedbackId: string, req: FeedbackCreateReq, userId: string): Promise<FeedbackCreateRes>
+  /**
+   * Each call's value of each feedback field (query/feedback-fields.ts), for call queries that filter or
+   * sort on them. Several rows of a type about one call: the earliest created decides; for `[*]`, the
+   * earliest whose value is not empty (catalog/feedback.ts `pick`, which both stores use).
+   */
+  callValues(project: string, fields: FeedbackField[]): Promise<Map<string, FeedbackValues>>
 }

@@ -45,10 +45,10 @@ function toRow(r: Record<string, unknown>): Record<string, unknown> {
   return 'payload' in r && typeof r.payload === 'string' ? { ...r, payload: JSON.parse(r.payload) } : r
 }
 
-const MAX_CALL_FEEDBACK_ROWS = 200_000
+export const MAX_CALL_FEEDBACK_ROWS = 200_000
 
 /** One row's value for a call, unless an earlier row already decided it (rows come oldest first). */
-function pick(values: FeedbackValues, f: FeedbackField, call: string, type: string, v: string | null): void {
+export function pick(values: FeedbackValues, f: FeedbackField, call: string, type: string, v: string | null): void {
   if (call.includes('/') || values.has(call)) return
   if (f.type === '*' || f.column !== 'payload') {
     if ((f.type === '*' || f.type === type) && v !== null && v !== '') values.set(call, v)

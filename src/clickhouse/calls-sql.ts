@@ -2,7 +2,7 @@ import { filterTerms } from '../calls/read/filter.js'
 import type { CallFilter, QueryOptions } from '../calls/model.js'
 import { table, type Layout } from './layout.js'
 import { chCompileQuery } from './query/expr.js'
-import { CH_DERIVED, chCallField } from './query/fields.js'
+import { CH_DERIVED, chFieldsOf } from './query/fields.js'
 import type { ChParams } from './query/params.js'
 import { CALL_FIELDS } from './schema.js'
 
@@ -77,7 +77,7 @@ export function chMatching(l: Layout, project: string, opts: QueryOptions, param
   const p = params.add(project, 'String')
   const { where: filters, inner } = chFilterSql(opts.filter, params, l, p)
   const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...filters]
-  if (opts.query) where.push(`coalesce(${chCompileQuery(opts.query, params)}, 0)`)
+  if (opts.query) where.push(`coalesce(${chCompileQuery(opts.query, params, chFieldsOf(opts.query))}, 0)`)
   return `(${mergedSql(l, p, inner)}) AS m WHERE ${where.join(' AND ')}`
 }
 
@@ -86,9 +86,10 @@ export function chOrderBy(sort: QueryOptions['sort_by'], params: ChParams): stri
   if (sort === undefined || sort === null) return 'ORDER BY m.started_at ASC, m.id ASC'
   if (sort.length === 0) return ''
   const keys: string[] = []
+  const field = chFieldsOf(sort)
   for (const s of sort) {
     const dir = s.direction === 'desc' ? 'DESC' : 'ASC'
-    const f = chCallField(s.field, params)
+    const f = field(s.field, params)
     if (f.raw || f.type === 'string') {
       const v = f.raw ?? f.sql
       keys.push(`isNull(${v}) ASC`, `isNull(toFloat64OrNull(${v})) ASC`, `toFloat64OrNull(${v}) ${dir}`, `(${v}) ${dir}`)

@@ -2,14 +2,17 @@ import { randomUUID } from 'node:crypto'
 import { checkAnnotationValues } from '../catalog/annotation-spec.js'
 import type { FeedbackBackend } from '../catalog/backends.js'
 import { checkFeedback } from '../catalog/feedback-rules.js'
+import { MAX_CALL_FEEDBACK_ROWS, pick } from '../catalog/feedback.js'
 import { purgeIds } from '../catalog/prices.js'
 import type { RefResolver } from '../catalog/refs.js'
 import { DomainError } from '../core/errors.js'
+import type { FeedbackField, FeedbackValues } from '../query/feedback-fields.js'
 import type { FeedbackCreateReq, FeedbackCreateRes, FeedbackQueryReq } from '../schemas/feedback.js'
 import type { Row } from './executor.js'
 import { feedbackQuerySql, liveFeedbackSql, CH_FEEDBACK_COLUMNS } from './feedback-sql.js'
 import { insertTarget } from './layout.js'
 import { chTime, type ChStore } from './objects-store.js'
+import { chJsonField } from './query/fields.js'
 import { ChParams } from './query/params.js'
 
 /**
@@ -79,6 +82,29 @@ export class ClickHouseFeedback implements FeedbackBackend {
       ),
     )
     return { result, total_count: Number(n?.n ?? 0) }
+  }
+
+  /** As the embedded store's callValues: one bounded query, oldest rows first, `pick` deciding. */
+  async callValues(project: string, fields: FeedbackField[]): Promise<Map<string, FeedbackValues>> {
+    const out = new Map<string, FeedbackValues>(fields.map((f) => [f.name, new Map()]))
+    if (fields.length === 0) return out
+    const p = new ChParams()
+    const prefix = `weave:///${project}/call/`
+    const cols = fields.map((f, i) => `${f.column === 'payload' ? chJsonField('payload_dump', f.path, p).raw! : f.column} AS v${i}`)
+    let where = `startsWith(weave_ref, ${p.add(prefix, 'String')})`
+    if (!fields.some((f) => f.type === '*'))
+      where += ` AND has(${p.add([...new Set(fields.map((f) => f.type))], 'Array(String)')}, feedback_type)`
+    const sql = `SELECT weave_ref, feedback_type, ${cols.join(', ')} FROM ${liveFeedbackSql(this.s.layout, p, project)}
+      WHERE ${where} ORDER BY created_at, id LIMIT ${p.add(MAX_CALL_FEEDBACK_ROWS + 1, 'UInt64')}`
+    const rows = await this.s.exec.query(sql, p.values, this.s.reads)
+    if (rows.length > MAX_CALL_FEEDBACK_ROWS)
+      throw new DomainError(400, `More than ${MAX_CALL_FEEDBACK_ROWS} feedback rows to filter or sort calls on: narrow the query`)
+    for (const r of rows) {
+      const call = String(r.weave_ref).slice(prefix.length)
+      const type = String(r.feedback_type)
+      fields.forEach((f, i) => pick(out.get(f.name)!, f, call, type, (r[`v${i}`] as string | null | undefined) ?? null))
+    }
+    return out
   }
 
   async purge(project: string, query: unknown): Promise<void> {

@@ -1,22 +1,22 @@
 import { DomainError } from '../../core/errors.js'
 import type { Query } from '../../schemas/calls.js'
 import type { RunItemsListQuery } from '../../schemas/v2-runs.js'
-import type { ObjectStore } from '../../catalog/objects.js'
-import type { FeedbackStore } from '../../catalog/feedback.js'
+import type { FeedbackBackend, ObjectsBackend } from '../../catalog/backends.js'
 import { createOp, opRef, PLACEHOLDER_OP_SOURCE } from '../../catalog/ops.js'
 import { endPart, foldParts, startPart } from '../ingest/parts.js'
 import type { CallPart, CallRecord } from '../model.js'
-import type { CallStore } from '../store.js'
+import type { CallBackend } from '../backend.js'
 
 /**
  * What evaluation runs, predictions and scores are made of: calls in the calls store (written as
  * the HTTP call API writes them: durable once acknowledged, visible to the next read), the ops they
- * name in the catalog, and the runnable feedback a score leaves on its prediction.
+ * name in the catalog, and the runnable feedback a score leaves on its prediction. Only the backend
+ * interfaces are used, so the same code serves the embedded store and ClickHouse.
  */
 export interface EvalDeps {
-  calls: CallStore
-  objects: ObjectStore
-  feedback: FeedbackStore
+  calls: CallBackend
+  objects: ObjectsBackend
+  feedback: FeedbackBackend
 }
 
 /** Who is writing, and in which project. */

@@ -1,6 +1,7 @@
 import { DomainError } from '../../core/errors.js'
 import type { Compiled, SqlType } from '../../query/compiled.js'
-import { resolveCallField, type CallFieldDialect } from '../../query/fields.js'
+import { boundValues, resolveCallField, type BoundValues, type CallFieldDialect } from '../../query/fields.js'
+import { parseFeedbackField, type FeedbackValues } from '../../query/feedback-fields.js'
 import type { ChParams } from './params.js'
 
 /**
@@ -35,17 +36,42 @@ export function chJsonField(column: string, segs: string[], params: ChParams): C
   return { sql: text, raw: `if(${r} IN ('', 'null'), NULL, ${text})`, type: 'string', json: { column: args, path: '' } }
 }
 
-/** Call fields on ClickHouse: no values bound to the request yet (feedback and expanded refs). */
-export const CH_CALL_FIELDS: CallFieldDialect<ChParams> = {
-  derived: CH_DERIVED,
-  json: chJsonField,
-  feedback: (field) => {
-    throw new DomainError(400, `Feedback fields are not supported on the ClickHouse backend yet: ${JSON.stringify(field)}`)
-  },
-  expand: () => null,
+/**
+ * A feedback field over the merged call `m` from the values the api layer read and bound to the request
+ * (query/feedback-fields.ts): a lookup of `m.id` in two bound arrays. Read as the embedded store reads
+ * it: payload paths like JSON fields ('' when the call has none), the ref columns as text (NULL when none).
+ */
+export function chFeedbackField(name: string, values: Map<string, FeedbackValues> | undefined, params: ChParams): Compiled {
+  const f = parseFeedbackField(name)!
+  const vals = values?.get(name)
+  if (!vals)
+    throw new DomainError(
+      400,
+      `Feedback fields such as ${JSON.stringify(name)} can be used in /calls/query, /calls/stream_query and /calls/query_stats only`,
+    )
+  const ids = params.add([...vals.keys()], 'Array(String)')
+  const vs = params.add([...vals.values()], 'Array(Nullable(String))')
+  const raw = `if(has(${ids}, m.id), arrayElement(${vs}, indexOf(${ids}, m.id)), CAST(NULL AS Nullable(String)))`
+  return f.column === 'payload' ? { sql: `coalesce(${raw}, '')`, raw, type: 'string' } : { sql: raw, type: 'string' }
+}
+
+/** Call fields on ClickHouse, with the values bound to the request (feedback; expanded refs not yet). */
+export function chCallFields(bound: BoundValues = {}): CallFieldDialect<ChParams> {
+  return {
+    derived: CH_DERIVED,
+    json: chJsonField,
+    feedback: (field, params) => chFeedbackField(field, bound.feedback, params),
+    expand: () => null,
+  }
 }
 
 /** A call field (`$getField`, sort keys) as ClickHouse SQL over the merged call `m` (query/fields.ts decides which). */
-export function chCallField(field: string, params: ChParams): Compiled {
-  return resolveCallField(field, params, CH_CALL_FIELDS)
+export function chCallField(field: string, params: ChParams, bound: BoundValues = {}): Compiled {
+  return resolveCallField(field, params, chCallFields(bound))
+}
+
+/** The resolver for one request's query or sort list: the values bound to it (by identity) included. */
+export function chFieldsOf(target: object | null | undefined): (field: string, params: ChParams) => Compiled {
+  const bound = boundValues(target)
+  return (field, params) => chCallField(field, params, bound)
 }
