@@ -6,6 +6,9 @@ import { valueDigest } from '../src/catalog/digest.js'
 import { classify, MARK_ALL_LATEST } from '../src/catalog/objects.js'
 import { PROJECT, type PageRow, type Row } from './tables-data.js'
 
+/** Connection errors of a reused socket the server had closed. */
+const RETRY_CODES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE', 'UND_ERR_CLOSED'])
+
 export class WeftClient {
   private readonly headers: Record<string, string>
 
@@ -21,8 +24,11 @@ export class WeftClient {
     try {
       r = await fetch(this.url + p, { method: 'POST', headers: this.headers, body })
     } catch (e) {
-      // A kept-alive socket the server closed while idle (the peer's slow cases run in between): once more, on a new one.
-      if ((e as { cause?: { code?: string } }).cause?.code !== 'UND_ERR_SOCKET') throw e
+      // A kept-alive socket the server closed while idle (the peer's slow cases, or the next run's dataset being
+      // generated, run in between): once more, on a new one. Every request here is content-addressed, so a repeat
+      // stores nothing twice. (A 100k-row run on 2026-11-24 lost weft's side to a bare "fetch failed" here.)
+      const code = (e as { cause?: { code?: string } }).cause?.code
+      if (!code || !RETRY_CODES.has(code)) throw new Error(`${p}: ${(e as Error).message} (${code ?? String((e as Error).cause)})`)
       r = await fetch(this.url + p, { method: 'POST', headers: this.headers, body })
     }
     const text = await r.text()
