@@ -9,6 +9,12 @@ import { ChatStream, engineState } from './helpers/chat-load.js'
 const hex = (n: number) => randomBytes(n / 2).toString('hex')
 const MARKER = 'weft-failpoint:ingest-worker-exit'
 
+async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms)))
+  return Promise.race([p, late]).finally(() => clearTimeout(timer))
+}
+
 function batch(project: string, ids: string[], doomed: boolean) {
   const trace = hex(32)
   return ids.flatMap((id, i) => [
@@ -93,7 +99,8 @@ t.test(
         if (r.status === 200) ingestIds.push(...ids)
       }
     })()
-    await Promise.all(doomed.map((d) => d.drain()))
+    // Bounded: a death that leaves its streams open must fail here, not at the file's timeout.
+    await within(Promise.all(doomed.map((d) => d.drain())), 60_000, 'the streams on the dead worker to end')
     await ingestLoop
     for (const [i, d] of doomed.entries()) {
       const frames = d.chunks.map((c) => c.data)

@@ -3,6 +3,7 @@ import path from 'node:path'
 import { DuckDBDataChunk, DuckDBInstance, type DuckDBConnection, type DuckDBType, type DuckDBValue } from '@duckdb/node-api'
 import { MIGRATIONS } from './migrations.js'
 import { hit } from '../core/failpoints.js'
+import { checkCatalogWal, WalGuard } from './wal-guard.js'
 
 export const CATALOG_FILE = 'catalog.duckdb'
 
@@ -30,11 +31,14 @@ export class Catalog {
     /** Reads outside transactions: DuckDB's MVCC shows them only committed state. */
     private readonly readConn: DuckDBConnection,
     readonly file: string,
+    /** Sums of the log's acknowledged stretches (wal-guard.ts): DuckDB alone drops a damaged last entry silently. */
+    private readonly walGuard: WalGuard,
   ) {}
 
   static async open(dataDir: string): Promise<Catalog> {
     await fs.mkdir(dataDir, { recursive: true })
     const file = path.join(dataDir, CATALOG_FILE)
+    await checkCatalogWal(file)
     let instance: DuckDBInstance
     try {
       instance = await DuckDBInstance.create(file, { checkpoint_threshold: CHECKPOINT_THRESHOLD })
@@ -44,7 +48,7 @@ export class Catalog {
       // DuckDB's checksum errors do not say which database: a start refusing a damaged catalog names the file.
       throw new Error(`catalog ${file} cannot be opened: ${msg}`, { cause: e })
     }
-    const cat = new Catalog(instance, await instance.connect(), await instance.connect(), file)
+    const cat = new Catalog(instance, await instance.connect(), await instance.connect(), file, await WalGuard.open(file))
     await cat.migrate()
     return cat
   }
@@ -99,6 +103,7 @@ export class Catalog {
         hit('catalog.before-commit')
         await this.conn.run('COMMIT')
         hit('catalog.after-commit')
+        await this.walGuard.record()
         return out
       } catch (e) {
         await this.conn.run('ROLLBACK').catch(() => {})
@@ -113,6 +118,7 @@ export class Catalog {
     await this.queue
     // A checkpoint folds the WAL into the file so the next open does not replay it.
     await this.conn.run('CHECKPOINT').catch(() => {})
+    await this.walGuard.close()
     this.readConn.closeSync()
     this.conn.closeSync()
     this.instance.closeSync()

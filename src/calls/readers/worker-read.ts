@@ -16,6 +16,14 @@ import { CREDITS, fromWire, type ControlMessage, type ReadMessage, type ReadTask
  */
 let db: Promise<DuckDBInstance> | undefined
 
+/**
+ * Fault injection for tests: with WEFT_FAILPOINTS=reader-worker-exit, a read whose bound values hold
+ * this marker ends its worker thread right after its first batch, as a crash mid-export would.
+ */
+const EXIT_MARKER = 'weft-failpoint:reader-worker-exit'
+const exitFailpoint = (process.env.WEFT_FAILPOINTS ?? '').split(',').includes('reader-worker-exit')
+const doomed = (task: ReadTask) => exitFailpoint && JSON.stringify(task.params).includes(EXIT_MARKER)
+
 function instance(): Promise<DuckDBInstance> {
   // Each worker's DuckDB gets a share of the cores: the pool, the store's own DuckDB and the event loop share them.
   const threads = Math.max(1, Number(process.env.WEFT_READER_DUCKDB_THREADS ?? Math.ceil(os.availableParallelism() / 2)))
@@ -117,6 +125,7 @@ export async function runRead(task: ReadTask): Promise<{ rows: number }> {
       rows += chunk.rowCount
       const msg = { type: 'batch' as const, bytes: encode(chunk), rows: chunk.rowCount, keys: chunkKeys(chunk, payload) }
       if (!(await flow.send(msg))) return { rows }
+      if (doomed(task)) process.exit(70)
     }
     await flow.send({ type: 'end', rows })
   } catch (e) {
