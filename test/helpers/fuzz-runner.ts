@@ -348,7 +348,7 @@ export async function fuzzRoutes(
 export const PLAN = {
   runs: Number(process.env.FUZZ_RUNS ?? 15),
   minRuns: Number(process.env.FUZZ_MIN_RUNS ?? 6),
-  budgetMs: Number(process.env.FUZZ_BUDGET_MS ?? 60_000),
+  budgetMs: Number(process.env.FUZZ_BUDGET_MS ?? 40_000),
   seed: Number(process.env.FUZZ_SEED ?? 18),
 }
 
