@@ -6,6 +6,7 @@
  * weight products. Here a layer reads the q/k/v product once, writes the new keys and values into
  * each cache in place, and hands back one array for the output projection. Sums are in float64.
  */
+import { attendBlock, BLOCK_MIN_SPAN, BLOCK_MIN_TOKENS } from './attention-block.js'
 import type { KVCache, Step } from './kv-cache.js'
 
 /** The shape every layer shares. */
@@ -71,16 +72,20 @@ export function rotateRows(qkv: Float32Array, d: Dims, r: Rotation): void {
 export function attendAll(d: Dims, l: number, qkv: Float32Array, steps: readonly Step[]): Float32Array {
   const tokens = steps.reduce((s, x) => s + x.tokens.length, 0)
   const out = new Float32Array(tokens * d.heads * d.headDim)
-  const longest = steps.reduce((m, s) => Math.max(m, s.cache.length + s.tokens.length), 0)
+  const longest = steps.reduce((m, s) => (byBlock(s) ? m : Math.max(m, s.cache.length + s.tokens.length)), 0)
   const scratch = new Float64Array(longest)
   let at = 0
   for (const s of steps) {
     writeKV(d, s.cache, l, qkv, at, s.tokens.length)
-    for (let i = 0; i < s.tokens.length; i++) attendRow(d, s.cache, l, qkv, at + i, s.cache.length + i + 1, out, scratch)
+    if (byBlock(s)) attendBlock(d, s.cache, l, qkv, at, s.tokens.length, s.cache.length, out)
+    else for (let i = 0; i < s.tokens.length; i++) attendRow(d, s.cache, l, qkv, at + i, s.cache.length + i + 1, out, scratch)
     at += s.tokens.length
   }
   return out
 }
+
+/** Whether a step's attention runs as matrix products (attention-block.ts): a prompt chunk over a long cache. */
+export const byBlock = (s: Step): boolean => s.tokens.length >= BLOCK_MIN_TOKENS && s.cache.length + s.tokens.length >= BLOCK_MIN_SPAN
 
 /** Rows [at, at + n) of the k and v parts of qkv into the cache at positions [length, length + n) (room reserved). */
 function writeKV(d: Dims, c: KVCache, l: number, qkv: Float32Array, at: number, n: number): void {
