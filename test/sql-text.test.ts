@@ -76,7 +76,10 @@ const REVIEWED: Record<string, Reviewed> = {
     names: ['keys', 'marks', 'select', 'what', 'where'],
     why: 'fixed column expressions and `$n` placeholder lists; sort keys from an allowlist of columns',
   },
-  'src/catalog/table-chunks.ts': { names: ['cond', 'splitList', 'strList'], why: 'strList/splitList: from_json($n) placeholders' },
+  'src/catalog/table-chunks.ts': {
+    names: ['splitList', 'strList', 'unique'],
+    why: 'strList/splitList: from_json($n) placeholders; unique: an IN list of $n placeholders',
+  },
   'src/catalog/table-order.ts': { names: ['orderBy', 'keys'], why: 'row paths are bound as JSON paths; direction from asc|desc' },
   'src/catalog/tables.ts': { names: ['orderBy', 'strList'], why: 'as table-order.ts and table-chunks.ts' },
   'src/clickhouse/calls-sql.ts': {
@@ -149,7 +152,10 @@ const REVIEWED: Record<string, Reviewed> = {
     names: ['table', 'cond', 'select', 'from', 'order'],
     why: `${FRAGMENTS}; fields from CH_FEEDBACK_COLUMNS or bound payload paths; $expr through ChCompiler (bound values)`,
   },
-  'src/clickhouse/feedback.ts': { names: ['liveFeedbackSql'], why: FRAGMENTS },
+  'src/clickhouse/feedback.ts': {
+    names: ['liveFeedbackSql', 'cols', 'where'],
+    why: `${FRAGMENTS}; cols: the fixed feedback columns or chJsonField over bound path segments`,
+  },
   'src/clickhouse/migrations.ts': {
     names: ['engine', 'ident', 'onCluster', 'table'],
     why: 'DDL: names from configuration, quoted by ident()',
