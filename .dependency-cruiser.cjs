@@ -66,6 +66,21 @@ module.exports = {
       to: { path: '^src/bench/' },
     },
     {
+      name: 'stats-read-calls-through-source',
+      severity: 'error',
+      comment:
+        'Statistics read calls through calls/source.ts (typed relations) and its types; only analytics.ts, which opens a store for embedding, names the store.',
+      from: { path: '^src/stats/', pathNot: '^src/stats/analytics\\.ts$' },
+      to: { path: '^src/calls/', pathNot: ['^src/calls/(source|model)\\.ts$'] },
+    },
+    {
+      name: 'stats-open-the-store-only-to-embed',
+      severity: 'error',
+      comment: 'analytics.ts opens a store for embedders; it may name store.ts, nothing else of calls/ beyond source and model.',
+      from: { path: '^src/stats/analytics\\.ts$' },
+      to: { path: '^src/calls/', pathNot: ['^src/calls/(source|model|store)\\.ts$'] },
+    },
+    {
       name: 'workers-are-thin',
       severity: 'error',
       comment: 'Worker entry points call into the domain, never into api/ or http/.',

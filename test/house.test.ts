@@ -6,12 +6,20 @@
  * - the whole tree is formatted (prettier --check).
  */
 import { execFileSync } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { check, MAX_FILE_LINES, MAX_FUNCTION_LINES } from '../scripts/house.js'
 import { ROOT } from './helpers/server.js'
 
 const bin = (name: string) => path.join(ROOT, 'node_modules', '.bin', name)
+
+/** What statistics must not name: the store's view of parts, a part's seq, its DuckDB connection. */
+const STORE_INTERNALS: [string, RegExp][] = [
+  ['the parts view all_parts', /\ball_parts\b/],
+  ['the seq column of parts', /\bseq\s*(<=|>=|<|>|=)/],
+  ['a DuckDB connection', /\bDuckDBConnection\b|\.connect\(/],
+]
 
 interface Cruised {
   modules: { source: string; dependencies: { resolved: string; coreModule: boolean; couldNotResolve: boolean }[] }[]
@@ -116,6 +124,19 @@ t.test('the cycle finder finds cycles', async (t) => {
     ),
     [],
   )
+})
+
+t.test('statistics read calls through calls/source.ts only: no table, seq column or connection of the store', async (t) => {
+  const dir = path.join(ROOT, 'src', 'stats')
+  const found: string[] = []
+  for (const f of readdirSync(dir).filter((x) => x.endsWith('.ts'))) {
+    const text = readFileSync(path.join(dir, f), 'utf8')
+    for (const [what, re] of STORE_INTERNALS) if (re.test(text)) found.push(`src/stats/${f}: ${what}`)
+  }
+  t.same(found, [], 'no file under src/stats/ names the internals of the store')
+  // Each pattern finds what it names where it is used (the calls store), so a silent regex cannot pass this.
+  const calls = ['read/facts.ts', 'storage/storage.ts'].map((f) => readFileSync(path.join(ROOT, 'src', 'calls', f), 'utf8')).join('\n')
+  for (const [what, re] of STORE_INTERNALS) t.ok(re.test(calls), `the pattern for ${what} finds it in src/calls/`)
 })
 
 t.test(`no file over ${MAX_FILE_LINES} lines, no function over ${MAX_FUNCTION_LINES} unless excused`, async (t) => {

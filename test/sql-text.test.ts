@@ -26,6 +26,10 @@ const REVIEWED: Record<string, Reviewed> = {
     names: ['column', 'l', 'rangeOf'],
     why: 'column: a literal passed by each caller; l: a placeholder; rangeOf: placeholders',
   },
+  'src/calls/read/facts.ts': {
+    names: ['conds', 'merged', 'ids', 'upTo', 'bound', 'i', 'p', 'ts', 'where'],
+    why: `${FRAGMENTS}; bound: an integer or the caller's own scalar subquery of its mark; ts: a timestamp from a number`,
+  },
   'src/calls/read/merged.ts': {
     names: ['c', 'columns', 'inner', 'lists', 'merged', 'n', 'p', 'where'],
     why: `${FRAGMENTS}; column names from the fixed column lists`,
@@ -189,7 +193,7 @@ const REVIEWED: Record<string, Reviewed> = {
       'ids',
       'live',
       'mc',
-      'mergedOf',
+      'this.store.merged',
       'next',
       'project',
       'rows',

@@ -1,13 +1,81 @@
-import type { DuckDBConnection } from '@duckdb/node-api'
-import type { Params } from '../query/expr.js'
+import type { Params } from '../query/params.js'
+import type { CallFilter } from '../schemas/common.js'
 import type { QueryOptions } from './model.js'
-import type { Extra } from './read/merged.js'
+
+declare const made: unique symbol
+/**
+ * A relation over the calls, usable as a FROM item of a statement run on a CallSource, made only
+ * by the store (read/facts.ts): statistics aggregate over it without knowing how the parts are stored,
+ * which table holds them or how a call is merged from its parts.
+ */
+export type CallRelation = string & { readonly [made]: 'CallRelation' }
+
+/** The columns a merged call has (model.ts FOLDED), as statistics name them. */
+export type CallColumn =
+  | 'trace_id'
+  | 'parent_id'
+  | 'thread_id'
+  | 'turn_id'
+  | 'op_name'
+  | 'display_name'
+  | 'started_at'
+  | 'ended_at'
+  | 'attributes'
+  | 'inputs'
+  | 'output'
+  | 'summary'
+  | 'exception'
+  | 'user_id'
+  | 'run_id'
+  | 'run_step'
+  | 'run_step_end'
+  | 'usage'
+
+/** What the live calls matched by a filter and query are read with (see CallSource.matching). */
+export interface MatchView {
+  /** The columns read (besides `id` and `project_id`); the merge takes only these and those the filter needs. */
+  columns: readonly CallColumn[]
+  /** Only calls started in [from, to), in epoch milliseconds. */
+  started?: readonly [number, number]
+  /** Only calls whose ids lie in [lo, hi]: every part of such a call does, so the bound prunes the merge's scan. */
+  ids?: readonly [string, string]
+  /** Only calls that have not ended. */
+  open?: boolean
+}
 
 /**
- * What statistics read of the calls store, and nothing more. The store keeps every part in one DuckDB
- * database (Parquet segments plus the in-memory tail, as the view `all_parts`); statistics keep their
- * rollup tables beside it and join them with merged calls, so what they get is SQL over that database:
- * relations of merged calls, a connection to it, and the store's flush/compaction events.
+ * A bound on parts' sequence numbers: a number, or a scalar SQL expression of the caller's own (for
+ * statistics, their mark `x` read from their own table, so the bound and the tables agree in one statement).
+ */
+export type SeqBound = number | { sql: string }
+
+/** Which calls `touched` lists: those with at least one part meeting every condition given. */
+export interface TouchedSpec {
+  project?: string
+  /** Parts past this seq. */
+  after?: SeqBound
+  /** Parts at or below this seq. */
+  upTo?: SeqBound
+  /** Calls with ids in [from, before); a null end is open. */
+  ids?: readonly [string | null, string | null]
+}
+
+/** A connection to the database the calls live in, for statements over CallRelations and the caller's own tables. */
+export interface CallSession {
+  run(sql: string, params?: Params): Promise<void>
+  /** The rows, each as an array in the statement's column order. */
+  read(sql: string, params?: Params): Promise<unknown[][]>
+  /** Stops the statement running now (it fails). */
+  interrupt(): void
+  close(): void
+}
+
+/**
+ * What statistics read of the calls store, and nothing more: typed relations over merged calls, the
+ * window bounds a scan needs, reads and a session to run statements on, and the store's flush and
+ * compaction events. Statistics keep their rollup tables beside the calls (in the same database, so
+ * a correction joins merged calls without moving them), but never name the store's tables or columns
+ * of parts: every relation over calls comes from here.
  */
 export interface CallSource {
   /** The data directory the store lives in; statistics keep their files beside its `calls/`. */
@@ -18,14 +86,25 @@ export interface CallSource {
   readonly lastSeq: number
   /** Parts held in segments. */
   readonly segmentRows: number
-  /** The merged, live calls of a project matching a filter and query, as a relation `(...) m WHERE ...` with the light columns plus `extra.columns`. */
-  relation(project: string, opts: QueryOptions, params: Params, extra?: Extra): string
-  /** `SELECT project_id, id, <latest of each column>, deleted_at[, refs] FROM all_parts` — to be followed by WHERE … GROUP BY project_id, id. */
-  mergedSql(columns: readonly string[], refs?: boolean): string
+  /** The highest seq a compaction still listed has folded (0 for none): parts at or below it may now be merged into parts with a later seq. */
+  compactedSeq(): Promise<number>
+  /** The merged, live calls of a project matching a filter and query, as `m`, with `id`, `project_id` and the view's columns. */
+  matching(
+    project: string,
+    opts: { filter?: CallFilter | null; query?: QueryOptions['query'] },
+    params: Params,
+    view: MatchView,
+  ): CallRelation
+  /** The (project_id, id) of every call with a part meeting the spec. */
+  touched(spec: TouchedSpec, params: Params): CallRelation
+  /** The calls of `ids` (a relation of project_id, id) merged from their parts up to `upTo` (all when null), deleted ones too (`deleted_at`). */
+  merged(ids: CallRelation, columns: readonly CallColumn[], upTo: SeqBound | null): CallRelation
+  /** For each window [from, to) in epoch ms, the least and greatest id of the project's parts started in it (null for none). */
+  windowIds(project: string, windows: readonly (readonly [number, number])[]): Promise<({ lo: string; hi: string } | null)[]>
   /** Runs a read (after every acknowledged write is visible, with the store's query timeout). */
   rows(sql: string, params: Params): Promise<Record<string, unknown>[]>
-  /** A new connection to the store's database (the caller closes it), for tables kept beside `all_parts`. */
-  connect(): Promise<DuckDBConnection>
+  /** A new session on the store's database (the caller closes it), for tables kept beside the calls. */
+  session(): Promise<CallSession>
   /** Up to n - 1 ids splitting the segments into n ranges of similar size. */
   idRanges(n: number): Promise<string[]>
   /** Runs `hook` after every flush and compaction, in turn with them. */

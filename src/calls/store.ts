@@ -2,10 +2,10 @@ import type { DuckDBConnection } from '@duckdb/node-api'
 import { Table, type RecordBatch, type Schema } from 'apache-arrow'
 import { arrowSelect, keptColumns } from './arrow/calls.js'
 import { arrowPlan, chunkToBatch } from './arrow/convert.js'
-import type { Params } from '../query/expr.js'
+import { Params } from '../query/params.js'
 import { encodeParts } from './ingest/encode.js'
-import { FOLDED, type CallPart, type CallRecord, type QueryOptions } from './model.js'
-import { matching, merged, type Extra } from './read/merged.js'
+import { type CallPart, type CallRecord, type QueryOptions } from './model.js'
+import { matchingView, mergedCalls, touchedCalls, windowIdsSql } from './read/facts.js'
 import { querySql } from './read/order.js'
 import { SELECT_OUT } from './read/merged.js'
 import { isExport, pooledArrow, pooledCalls, type PooledDeps } from './readers/export.js'
@@ -13,7 +13,7 @@ import { ReaderPool } from './readers/pool.js'
 import { Reader } from './read/reader.js'
 import { countSql, descendantsSql, traceBytesSql } from './read/statements.js'
 import { toCall } from './read/to-call.js'
-import type { CallSource } from './source.js'
+import type { CallColumn, CallRelation, CallSession, CallSource, MatchView, SeqBound, TouchedSpec } from './source.js'
 import { openStorage } from './storage/open.js'
 import type { StoreOptions } from './storage/options.js'
 import type { Segment } from './storage/segments.js'
@@ -132,9 +132,40 @@ export class CallStore implements CallSource {
     return this.storage.idRanges(n)
   }
 
-  /** See merged(). */
-  mergedSql(columns: readonly string[] = FOLDED, refs = true): string {
-    return merged(columns, refs)
+  /** A session for statistics (source.ts): the connection itself stays inside the store. */
+  async session(): Promise<CallSession> {
+    const conn = await this.storage.connect()
+    return {
+      run: async (sql, params) => void (await conn.run(sql, params?.values)),
+      read: async (sql, params) => (await conn.runAndReadAll(sql, params?.values)).getRowsJS() as unknown[][],
+      interrupt: () => conn.interrupt(),
+      close: () => conn.closeSync(),
+    }
+  }
+
+  async compactedSeq(): Promise<number> {
+    return this.storage.segments.reduce((a, s) => (s.level ? Math.max(a, s.max_seq) : a), 0)
+  }
+
+  matching(project: string, opts: Parameters<CallSource['matching']>[1], params: Params, view: MatchView): CallRelation {
+    return matchingView(project, opts, params, view)
+  }
+
+  touched(spec: TouchedSpec, params: Params): CallRelation {
+    return touchedCalls(spec, params)
+  }
+
+  merged(ids: CallRelation, columns: readonly CallColumn[], upTo: SeqBound | null): CallRelation {
+    return mergedCalls(ids, columns, upTo)
+  }
+
+  async windowIds(project: string, windows: readonly (readonly [number, number])[]): Promise<({ lo: string; hi: string } | null)[]> {
+    if (!windows.length) return []
+    const params = new Params()
+    const rows = await this.reader.readAll(windowIdsSql(windows, params, project), params)
+    const out: ({ lo: string; hi: string } | null)[] = windows.map(() => null)
+    for (const r of rows) if (r.lo !== null && r.lo !== undefined) out[Number(r.w)] = { lo: String(r.lo), hi: String(r.hi) }
+    return out
   }
 
   async query(project: string, opts: QueryOptions): Promise<CallRecord[]> {
@@ -202,14 +233,6 @@ export class CallStore implements CallSource {
     const all: RecordBatch[] = []
     for await (const b of batches) all.push(b)
     return new Table(schema, all)
-  }
-
-  /**
-   * The merged, live calls of a project matching a filter and query, with only the light columns
-   * plus `extra.columns`, as a relation (`... m WHERE ...`) for other modules' SQL (statistics).
-   */
-  relation(project: string, opts: QueryOptions, params: Params, extra: Extra = {}): string {
-    return matching(project, opts, params, true, '', extra)
   }
 
   /** Runs a read (with the store's query timeout) and returns its rows. */

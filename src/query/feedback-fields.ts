@@ -66,18 +66,30 @@ export function boundFeedback(target: object | null | undefined): Map<string, Fe
 }
 
 /**
- * A feedback field over the merged call `m`, from its bound values: a lookup of `m.id` in two bound
- * lists (call ids, values), which DuckDB runs as a join. Payload paths read like JSON fields (`''` when
- * the call has none); the ref columns are plain text (NULL when none).
+ * The parsed field and each call's value bound to the request for it (both dialects): a field the
+ * request had no values read for is one named outside the call queries that read them.
  */
-export function feedbackFieldSql(name: string, values: Map<string, FeedbackValues> | undefined, params: Params): Compiled {
-  const f = parseFeedbackField(name)!
+export function feedbackValuesOf(
+  name: string,
+  values: Map<string, FeedbackValues> | undefined,
+): { field: FeedbackField; values: FeedbackValues } {
+  const field = parseFeedbackField(name)!
   const vals = values?.get(name)
   if (!vals)
     throw new DomainError(
       400,
       `Feedback fields such as ${JSON.stringify(name)} can be used in /calls/query, /calls/stream_query and /calls/query_stats only`,
     )
+  return { field, values: vals }
+}
+
+/**
+ * A feedback field over the merged call `m`, from its bound values: a lookup of `m.id` in two bound
+ * lists (call ids, values), which DuckDB runs as a join. Payload paths read like JSON fields (`''` when
+ * the call has none); the ref columns are plain text (NULL when none).
+ */
+export function feedbackFieldSql(name: string, values: Map<string, FeedbackValues> | undefined, params: Params): Compiled {
+  const { field: f, values: vals } = feedbackValuesOf(name, values)
   if (vals.size === 0) {
     const raw = 'CAST(NULL AS VARCHAR)'
     return f.column === 'payload' ? { sql: `''`, raw, type: 'string' } : { sql: raw, type: 'string' }

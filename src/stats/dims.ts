@@ -1,6 +1,6 @@
 import { listValue } from '@duckdb/node-api'
 import type { Params } from '../query/expr.js'
-import { checkFilterList, opNamesSql } from '../calls/read/filter.js'
+import { checkFilterList, opNamesSql } from '../query/list-filters.js'
 import type { CallFilter } from '../schemas/common.js'
 import type { Tier } from './rollups.js'
 

@@ -14,7 +14,6 @@ import {
   scanPercentiles,
   scanWindowStatement,
   usageStatement,
-  windowIdsStatement,
   type Statement,
 } from './sql.js'
 
@@ -29,7 +28,7 @@ import {
  */
 export class CallStats {
   constructor(
-    private readonly store: Pick<CallSource, 'rows' | 'relation'>,
+    private readonly store: Pick<CallSource, 'rows' | 'matching' | 'windowIds'>,
     private readonly rollups: Rollups | null,
     private readonly prices: Prices,
   ) {}
@@ -76,14 +75,13 @@ export class CallStats {
    * the segments' id statistics skip nearly every row group. Other ids are only slower.
    */
   private async scan(acc: Accumulator, ctx: StatsContext, windows: [number, number][]): Promise<void> {
-    const ranges = await this.read(windowIdsStatement(ctx.project_id, windows))
+    const ranges = await this.store.windowIds(ctx.project_id, windows)
     await Promise.all(
-      ranges
-        .filter((r) => r.lo !== null)
-        .map(async (r) => {
-          const rows = await this.read(scanWindowStatement(this.store, ctx, windows[Number(r.w)]!, [String(r.lo), String(r.hi)]))
-          acc.addScan(rows, scanPercentiles(ctx.usageCols))
-        }),
+      ranges.map(async (r, w) => {
+        if (r === null) return
+        const rows = await this.read(scanWindowStatement(this.store, ctx, windows[w]!, [r.lo, r.hi]))
+        acc.addScan(rows, scanPercentiles(ctx.usageCols))
+      }),
     )
   }
 

@@ -7,17 +7,6 @@
  *
  * Kept apart from rollups.ts (which calls it with its table names) so the statements can be read whole.
  */
-import path from 'node:path'
-import { readManifest } from '../calls/storage/segments.js'
-
-/**
- * The highest seq folded by a compaction still listed in the calls manifest (0 for none): parts at or
- * below it may now be merged into rows carrying a higher seq than their own.
- */
-export async function compactedSeq(dataDir: string): Promise<number> {
-  const m = await readManifest(path.join(dataDir, 'calls'))
-  return (m?.segments ?? []).reduce((a, s) => (s.level ? Math.max(a, s.max_seq) : a), 0)
-}
 
 /** An aggregated (hour or minute) table: name, kind, and its dimensions. */
 export interface AggregatedTable {

@@ -1,10 +1,10 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import type { DuckDBConnection } from '@duckdb/node-api'
 import { progress, type Task } from '../core/progress.js'
 import { USAGE_FIELDS } from '../calls/model.js'
-import type { CallSource } from '../calls/source.js'
-import { cleanStatements, compactedSeq } from './rollups-clean.js'
+import type { CallColumn, CallSession, CallSource, SeqBound } from '../calls/source.js'
+import { Params } from '../query/params.js'
+import { cleanStatements } from './rollups-clean.js'
 import { binSql } from './sketch.js'
 import { hit } from '../core/failpoints.js'
 
@@ -100,7 +100,7 @@ export const TOKEN_METRICS = {
 export type TokenMetric = keyof typeof TOKEN_METRICS
 export const TOKEN_NAMES = Object.keys(TOKEN_METRICS) as TokenMetric[]
 
-const FACT_COLUMNS = ['trace_id', 'started_at', 'ended_at', 'op_name', 'parent_id', 'user_id', 'run_id', 'exception', 'usage']
+const FACT_COLUMNS: CallColumn[] = ['trace_id', 'started_at', 'ended_at', 'op_name', 'parent_id', 'user_id', 'run_id', 'exception', 'usage']
 
 function ddl(t: Table, tier: Tier): string {
   const dims = TIER_DIMS[tier].map((d) => `${d} ${DIM_TYPES[d]}`).join(', ')
@@ -135,11 +135,8 @@ const usageRows = (mc: string) =>
 
 const DDL = [...TABLES.map(([t, tier]) => ddl(t, tier)), USAGE_CALLS_DDL, `CREATE TABLE IF NOT EXISTS ${META} (x BIGINT, format INTEGER)`]
 
-/** Merged calls (the fact columns) of the ids in relation `ids` (project_id, id), from parts with seq ≤ bound (SQL), as SQL. */
-export function mergedOf(source: CallSource, ids: string, bound: string | null): string {
-  return `(${source.mergedSql(FACT_COLUMNS, false)} SEMI JOIN (${ids}) f USING (project_id, id)
-    ${bound === null ? '' : `WHERE seq <= ${bound}`} GROUP BY project_id, id)`
-}
+/** The rollups' own mark, read in the statement that uses it (so the bound and the tables agree). */
+const MARK: SeqBound = { sql: `SELECT x FROM ${META}` }
 
 const live = (mc: string) =>
   `(SELECT *, date_trunc('hour', started_at) AS hour, date_trunc('minute', started_at) AS minute, started_at AS t, parent_id IS NULL AS is_root, epoch_ms(ended_at) - epoch_ms(started_at) AS lat,
@@ -219,7 +216,7 @@ export class Rollups {
   x = 0
   /** How the tables were got at start: `loaded` from the database file, or `rebuilt` from the segments. */
   origin: 'loaded' | 'rebuilt' | null = null
-  private conn?: DuckDBConnection
+  private conn?: CallSession
   private addedRows = 0
   private baseRows = 0
   private building = false
@@ -231,7 +228,7 @@ export class Rollups {
   }
 
   async start(): Promise<void> {
-    this.conn = await this.store.connect()
+    this.conn = await this.store.session()
     await fs.mkdir(this.dir, { recursive: true })
     // Files of the earlier format (a Parquet file per table and rollups.json): derived data, dropped.
     for (const f of await fs.readdir(this.dir))
@@ -262,7 +259,7 @@ export class Rollups {
     const c = this.conn!
     await c.run(`ATTACH '${file.replaceAll("'", "''")}' AS ${DB}`)
     try {
-      const format = (await c.runAndReadAll(`SELECT max(format) AS f FROM ${META}`).catch(() => null))?.getRowsJS()[0]?.[0]
+      const format = (await c.read(`SELECT max(format) AS f FROM ${META}`).catch(() => null))?.[0]?.[0]
       if (format !== undefined && format !== null && Number(format) !== FORMAT) {
         for (const t of [...TABLES.map(([t, tier]) => tableName(t, tier)), USAGE_CALLS, META]) await c.run(`DROP TABLE IF EXISTS ${t}`)
       }
@@ -275,7 +272,7 @@ export class Rollups {
 
   /** Uses the tables found in the file if they are consistent with the store, then adds what was flushed since. */
   private async load(): Promise<boolean> {
-    const rows = (await this.conn!.runAndReadAll(`SELECT x, format FROM ${META}`)).getRowsJS()
+    const rows = await this.conn!.read(`SELECT x, format FROM ${META}`)
     if (rows.length !== 1) return false
     const x = Number(rows[0]![0])
     // Past what the segments hold (a data directory swapped under them): not ours.
@@ -283,7 +280,7 @@ export class Rollups {
     // A compaction that merged parts past `x` with parts at or below it (a crash, or a failed advance,
     // between the flush and the compaction): those calls' states at `x` are gone, so the correction
     // cannot subtract them.
-    if (x < (await compactedSeq(this.store.dataDir))) return false
+    if (x < (await this.store.compactedSeq())) return false
     this.x = x
     this.baseRows = await this.size()
     this.addedRows = 0
@@ -298,7 +295,7 @@ export class Rollups {
    * otherwise (the flush's advance failed) rebuilt. The marks of subtracted groups are cleared meanwhile.
    */
   private async compacted(): Promise<void> {
-    if (!this.ready || this.x < (await compactedSeq(this.store.dataDir))) return this.rebuild()
+    if (!this.ready || this.x < (await this.store.compactedSeq())) return this.rebuild()
     const aggregated = TABLES.filter(([t, tier]) => tier !== 'call' && t !== 'latency').map(([t, tier]) => ({
       name: tableName(t, tier),
       table: t as 'calls' | 'usage',
@@ -316,7 +313,7 @@ export class Rollups {
   }
 
   /** Runs fn in one transaction of the tables' connection: all of it commits, or none. */
-  private async transaction(fn: (c: DuckDBConnection) => Promise<void>): Promise<void> {
+  private async transaction(fn: (c: CallSession) => Promise<void>): Promise<void> {
     const c = this.conn!
     await c.run('BEGIN TRANSACTION')
     try {
@@ -367,9 +364,10 @@ export class Rollups {
         // Range bounds are call ids: bound as parameters, never spliced into the SQL.
         const lo = i > 0 ? ranges[i - 1]! : null
         const hi = i < ranges.length ? ranges[i]! : null
-        const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq <= ${x} AND ($1::VARCHAR IS NULL OR id >= $1) AND ($2::VARCHAR IS NULL OR id < $2)`
+        const params = new Params()
+        const ids = this.store.touched({ upTo: x, ids: [lo, hi] }, params)
         // Merged once per range, then summed into every table.
-        await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(this.store, ids, String(x))}`, [lo, hi])
+        await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${this.store.merged(ids, FACT_COLUMNS, x)}`, params)
         // The call tier has nothing to fold after a rebuild: its rows go in sorted by time, range by range.
         for (const [t, tier] of TABLES)
           await c.run(
@@ -399,11 +397,11 @@ export class Rollups {
     if (!this.ready) return
     const to = this.store.flushedSeq
     await this.transaction(async (c) => {
-      const from = Number((await c.runAndReadAll(`SELECT x FROM ${META}`)).getRowsJS()[0]![0])
+      const from = Number((await c.read(`SELECT x FROM ${META}`))[0]![0])
       if (to > from) {
-        const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE seq > ${from} AND seq <= ${to}`
-        await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${mergedOf(this.store, ids, String(to))}`)
-        await c.run(`CREATE OR REPLACE TEMP TABLE merged_before AS SELECT * FROM ${mergedOf(this.store, ids, String(from))}`)
+        const ids = this.store.touched({ after: from, upTo: to }, new Params())
+        await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${this.store.merged(ids, FACT_COLUMNS, to)}`)
+        await c.run(`CREATE OR REPLACE TEMP TABLE merged_before AS SELECT * FROM ${this.store.merged(ids, FACT_COLUMNS, from)}`)
         for (const [t, tier] of TABLES) {
           await c.run(
             `INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)} UNION ALL ${contribution('merged_before', -1, t, tier)}`,
@@ -411,10 +409,11 @@ export class Rollups {
         }
         // The touched calls' rows replaced by their merged state now. Their id range (bound, not spliced)
         // lets the delete skip the row groups holding none of them.
-        const [lo, hi] = (await c.runAndReadAll('SELECT min(id), max(id) FROM merged_now')).getRowsJS()[0]! as (string | null)[]
+        const [lo, hi] = (await c.read('SELECT min(id), max(id) FROM merged_now'))[0]! as (string | null)[]
+        const params = new Params()
         await c.run(
-          `DELETE FROM ${USAGE_CALLS} u USING merged_now n WHERE u.id >= $1 AND u.id <= $2 AND u.project_id = n.project_id AND u.id = n.id`,
-          [lo ?? null, hi ?? null],
+          `DELETE FROM ${USAGE_CALLS} u USING merged_now n WHERE u.id >= ${params.add(lo ?? null)} AND u.id <= ${params.add(hi ?? null)} AND u.project_id = n.project_id AND u.id = n.id`,
+          params,
         )
         await c.run(`INSERT INTO ${USAGE_CALLS} ${usageRows('merged_now')}`)
         await c.run('DROP TABLE merged_now')
@@ -463,11 +462,11 @@ export class Rollups {
    * The correction for parts past `x` (see the file comment) as SQL for one table and project (rows
    * as stored, see storedAs), or null when there are none: every part acknowledged before this call is at or below lastSeq.
    */
-  fresh(table: Table, tier: Tier, project: string): string | null {
+  fresh(table: Table, tier: Tier, project: string, params: Params): string | null {
     if (this.store.lastSeq <= this.x) return null
-    const ids = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${project} AND seq > (SELECT x FROM ${META})`
+    const ids = this.store.touched({ project, after: MARK }, params)
     const t = storedAs(table, tier)
-    return `${contribution(mergedOf(this.store, ids, null), 1, t, tier)} UNION ALL ${contribution(mergedOf(this.store, ids, `(SELECT x FROM ${META})`), -1, t, tier)}`
+    return `${contribution(this.store.merged(ids, FACT_COLUMNS, null), 1, t, tier)} UNION ALL ${contribution(this.store.merged(ids, FACT_COLUMNS, MARK), -1, t, tier)}`
   }
 
   /**
@@ -475,26 +474,24 @@ export class Rollups {
    * (project_id, trace_id, id, parent_id, ended, usage): usage_calls' rows, except that calls with
    * parts past `x` are merged from their parts instead (the same rule as fresh).
    */
-  usageCalls(project: string, cond: string): string {
-    const rows = `SELECT * FROM ${USAGE_CALLS} WHERE project_id = ${project} AND ${cond}`
+  usageCalls(project: string, cond: string, params: Params): string {
+    const rows = `SELECT * FROM ${USAGE_CALLS} WHERE project_id = ${params.add(project)} AND ${cond}`
     if (this.store.lastSeq <= this.x) return rows
-    const touched = `SELECT DISTINCT project_id, id FROM all_parts WHERE project_id = ${project} AND seq > (SELECT x FROM ${META})`
+    const touched = this.store.touched({ project, after: MARK }, params)
     return `${rows} AND id NOT IN (SELECT id FROM (${touched}))
-      UNION ALL SELECT * FROM (${usageRows(mergedOf(this.store, touched, null))}) WHERE ${cond}`
+      UNION ALL SELECT * FROM (${usageRows(this.store.merged(touched, FACT_COLUMNS, null))}) WHERE ${cond}`
   }
 
   async size(): Promise<number> {
-    const r = await this.conn!.runAndReadAll(
-      `SELECT ${TABLES.map(([t, tier]) => `(SELECT count(*) FROM ${tableName(t, tier)})`).join(' + ')}`,
-    )
-    return Number(r.getRowsJS()[0]![0])
+    const r = await this.conn!.read(`SELECT ${TABLES.map(([t, tier]) => `(SELECT count(*) FROM ${tableName(t, tier)})`).join(' + ')}`)
+    return Number(r[0]![0])
   }
 
   /** Checkpoints the database file (so the next start reads it without replaying its log) and detaches it. */
   async close(): Promise<void> {
     await this.save().catch(() => {})
     await this.conn?.run(`DETACH ${DB}`).catch(() => {})
-    this.conn?.closeSync()
+    this.conn?.close()
     this.conn = undefined
   }
 }

@@ -1,6 +1,6 @@
 import { listValue } from '@duckdb/node-api'
 import { Params } from '../query/expr.js'
-import type { CallSource } from '../calls/source.js'
+import type { CallColumn, CallSource } from '../calls/source.js'
 import type { PriceSpan } from '../catalog/prices.js'
 import { USAGE_METRICS } from '../schemas/calls.js'
 import type { CallFilter } from '../schemas/common.js'
@@ -48,17 +48,6 @@ function ctesSql(params: Params, starts: number[], spans: PriceSpan[]): string {
 
 // ---- Scans of merged calls ----
 
-/** Per window `w`, the least and greatest id (`lo`, `hi`) of the calls starting in it; null ids when none does. */
-export function windowIdsStatement(project: string, windows: [number, number][]): Statement {
-  const inWindow = (col: string, [lo, hi]: [number, number]) => `(${col} >= ${ts(lo)} AND ${col} < ${ts(hi)})`
-  const params = new Params()
-  const p = params.add(project)
-  const sql = windows
-    .map((w, i) => `SELECT ${i} AS w, min(id) AS lo, max(id) AS hi FROM all_parts WHERE project_id = ${p} AND ${inWindow('started_at', w)}`)
-    .join(' UNION ALL ')
-  return { sql, params }
-}
-
 /** The call groups of a scan (`kind` c): per bucket (`g` 1), and per bucket and latency bin `k`. */
 const SCAN_CALLS = `SELECT 'c' AS kind, bucket, k, grouping(k) AS g, count(*) AS n, count(lat) AS lat_n, coalesce(sum(lat), 0)::BIGINT AS lat_sum, min(lat) AS lat_min, max(lat) AS lat_max, sum(err)::BIGINT AS err
         FROM (SELECT epoch_ms(b.ts) AS bucket, ${binSql('lat')} AS k, lat, err FROM
@@ -86,7 +75,7 @@ export const scanPercentiles = (usageCols: Column<UsageMetric>[]) => usageCols.f
  * returned together (`kind` c or u; UNION ALL BY NAME fills the other side's columns with NULL).
  */
 export function scanWindowStatement(
-  source: Pick<CallSource, 'relation'>,
+  source: Pick<CallSource, 'matching'>,
   ctx: StatsContext,
   [wlo, whi]: [number, number],
   [loId, hiId]: [string, string],
@@ -94,13 +83,12 @@ export function scanWindowStatement(
   const { callCols, usageCols } = ctx
   const params = new Params()
   const ctes = ctesSql(params, ctx.starts, usageCols.length ? ctx.spans : [])
-  const ids = `id >= ${params.add(loId)} AND id <= ${params.add(hiId)}`
-  const only = ['started_at', ...(callCols.length ? ['ended_at', 'exception'] : []), ...(usageCols.length ? ['usage'] : [])]
-  const rel = source.relation(ctx.project_id, { filter: ctx.filter }, params, {
-    where: [`m.started_at >= ${ts(wlo)} AND m.started_at < ${ts(whi)}`],
-    parts: [ids],
-    only,
-  })
+  const columns: CallColumn[] = [
+    'started_at',
+    ...(callCols.length ? (['ended_at', 'exception'] as const) : []),
+    ...(usageCols.length ? (['usage'] as const) : []),
+  ]
+  const rel = source.matching(ctx.project_id, { filter: ctx.filter }, params, { columns, started: [wlo, whi], ids: [loId, hiId] })
   const parts: string[] = []
   if (callCols.length) parts.push(SCAN_CALLS)
   if (usageCols.length) parts.push(scanUsageSql(scanPercentiles(usageCols)))
@@ -138,7 +126,7 @@ interface PieceSql {
  * made here (an equality join, not a range join), added to `withs`; the call tier's rows by start time.
  */
 function pieceRowsSql(piece: Piece, q: PieceSql): string {
-  const fresh = q.input.rollups.fresh(q.table, piece.tier, q.p)
+  const fresh = q.input.rollups.fresh(q.table, piece.tier, q.input.ctx.project_id, q.params)
   const t = tableName(storedAs(q.table, piece.tier), piece.tier)
   if ('slots' in piece) return slotRowsSql(piece.tier as Exclude<Tier, 'call'>, piece.slots, t, fresh, q)
   return windowRowsSql(piece.windows, t, fresh, q)
@@ -264,7 +252,7 @@ export function countStatement(rollups: Pick<Rollups, 'fresh'>, project: string,
   if (dims === null) return null
   const conds = dims.conds
   const p = params.add(project)
-  const fresh = rollups.fresh('calls', dims.tier, p)
+  const fresh = rollups.fresh('calls', dims.tier, project, params)
   const where = conds.length ? ` WHERE ${conds.join(' AND ')}` : ''
   const sql = `SELECT coalesce(sum(n), 0)::BIGINT AS n FROM (SELECT * FROM ${tableName('calls', dims.tier)} WHERE project_id = ${p}${fresh ? ` UNION ALL ${fresh}` : ''})${where}`
   return { sql, params }

@@ -2,7 +2,7 @@ import { listValue } from '@duckdb/node-api'
 import { DomainError } from '../core/errors.js'
 import { Params } from '../query/expr.js'
 import { USAGE_FIELDS, type CallFilter, type QueryOptions } from '../calls/model.js'
-import { rangeOf } from '../calls/read/filter.js'
+import { rangeOf } from '../query/list-filters.js'
 import type { CallSource } from '../calls/source.js'
 import { callCost, selectPrice, type PriceRow, type Prices } from '../catalog/prices.js'
 import type { Rollups } from './rollups.js'
@@ -162,10 +162,7 @@ export class UsageRollup {
   /** The ids of the calls of these traces that have not ended (few: only asked for when some are). */
   private async unfinished(project: string, traces: string[]): Promise<string[]> {
     const params = new Params()
-    const rel = this.store.relation(project, { filter: { trace_ids: traces } }, params, {
-      only: ['ended_at'],
-      where: ['m.ended_at IS NULL'],
-    })
+    const rel = this.store.matching(project, { filter: { trace_ids: traces } }, params, { columns: ['ended_at'], open: true })
     return (await this.store.rows(`SELECT m.id FROM ${rel}`, params)).map((r) => String(r.id))
   }
 
@@ -179,11 +176,11 @@ export class UsageRollup {
   /** The live calls of these traces as (id, parent_id, ended, usage) rows, as SQL. */
   private traceCalls(project: string, traces: string[], params: Params): string {
     if (this.rollups?.ready) {
-      const p = params.add(project)
-      return `SELECT id, parent_id, ended, usage FROM (${this.rollups.usageCalls(p, `list_contains(${params.add(listValue(traces))}, trace_id)${rangeOf(traces, 'trace_id', params)}`)})`
+      const cond = `list_contains(${params.add(listValue(traces))}, trace_id)${rangeOf(traces, 'trace_id', params)}`
+      return `SELECT id, parent_id, ended, usage FROM (${this.rollups.usageCalls(project, cond, params)})`
     }
-    const rel = this.store.relation(project, { filter: { trace_ids: traces } }, params, {
-      only: ['parent_id', 'started_at', 'ended_at', 'usage'],
+    const rel = this.store.matching(project, { filter: { trace_ids: traces } }, params, {
+      columns: ['parent_id', 'started_at', 'ended_at', 'usage'],
     })
     return `SELECT m.id, m.parent_id, m.ended_at IS NOT NULL AS ended, m.usage FROM ${rel}`
   }
@@ -193,10 +190,10 @@ export class UsageRollup {
     const params = new Params()
     let sql: string
     if (this.rollups?.ready) {
-      const p = params.add(project)
-      sql = `SELECT DISTINCT trace_id FROM (${this.rollups.usageCalls(p, `list_contains(${params.add(listValue(ids))}, id)${rangeOf(ids, 'id', params)}`)})`
+      const cond = `list_contains(${params.add(listValue(ids))}, id)${rangeOf(ids, 'id', params)}`
+      sql = `SELECT DISTINCT trace_id FROM (${this.rollups.usageCalls(project, cond, params)})`
     } else {
-      const rel = this.store.relation(project, { filter: { call_ids: ids } }, params, { only: ['trace_id', 'started_at'] })
+      const rel = this.store.matching(project, { filter: { call_ids: ids } }, params, { columns: ['trace_id', 'started_at'] })
       sql = `SELECT DISTINCT trace_id FROM (SELECT m.trace_id FROM ${rel}) WHERE trace_id IS NOT NULL`
     }
     return (await this.store.rows(sql, params)).map((r) => String(r.trace_id)).sort()
@@ -216,7 +213,7 @@ export class UsageRollup {
     ids: string[] | null,
   ): Promise<Fetched[]> {
     const params = new Params()
-    const rel = this.store.relation(project, { filter, query }, params, { only: ['parent_id', 'started_at', 'ended_at', 'usage'] })
+    const rel = this.store.matching(project, { filter, query }, params, { columns: ['parent_id', 'started_at', 'ended_at', 'usage'] })
     const fields = ['model', ...USAGE_FIELDS]
     const id = ids === null ? 'k.id' : `CASE WHEN list_contains(${params.add(listValue(ids))}, k.id) THEN k.id END`
     const rows = await this.store.rows(

@@ -1,7 +1,7 @@
 import { listValue } from '@duckdb/node-api'
 import { Params, fieldSql } from '../../query/expr.js'
 import type { QueryOptions } from '../model.js'
-import { rangeOf } from './filter.js'
+import { rangeOf } from '../../query/list-filters.js'
 import { MERGED, SELECT_OUT, matching } from './merged.js'
 import { indexPageIds } from './page-index.js'
 

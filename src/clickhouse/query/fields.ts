@@ -1,7 +1,6 @@
-import { DomainError } from '../../core/errors.js'
 import type { Compiled, SqlType } from '../../query/compiled.js'
 import { boundValues, resolveCallField, type BoundValues, type CallFieldDialect } from '../../query/fields.js'
-import { parseFeedbackField, type FeedbackValues } from '../../query/feedback-fields.js'
+import { feedbackValuesOf, type FeedbackValues } from '../../query/feedback-fields.js'
 import type { ChParams } from './params.js'
 
 /**
@@ -42,13 +41,7 @@ export function chJsonField(column: string, segs: string[], params: ChParams): C
  * it: payload paths like JSON fields ('' when the call has none), the ref columns as text (NULL when none).
  */
 export function chFeedbackField(name: string, values: Map<string, FeedbackValues> | undefined, params: ChParams): Compiled {
-  const f = parseFeedbackField(name)!
-  const vals = values?.get(name)
-  if (!vals)
-    throw new DomainError(
-      400,
-      `Feedback fields such as ${JSON.stringify(name)} can be used in /calls/query, /calls/stream_query and /calls/query_stats only`,
-    )
+  const { field: f, values: vals } = feedbackValuesOf(name, values)
   const ids = params.add([...vals.keys()], 'Array(String)')
   const vs = params.add([...vals.values()], 'Array(Nullable(String))')
   const raw = `if(has(${ids}, m.id), arrayElement(${vs}, indexOf(${ids}, m.id)), CAST(NULL AS Nullable(String)))`

@@ -1,0 +1,55 @@
+/**
+ * The relations over calls that statistics read (source.ts CallSource): the only SQL outside read/
+ * that names the parts' view, its `seq` or the merge rule is here, behind typed specs.
+ */
+import type { Params } from '../../query/params.js'
+import type { CallFilter } from '../../schemas/common.js'
+import type { QueryOptions } from '../model.js'
+import type { CallColumn, CallRelation, MatchView, SeqBound, TouchedSpec } from '../source.js'
+import { matching, merged } from './merged.js'
+
+const relation = (sql: string) => sql as CallRelation
+/** A time in epoch ms as a DuckDB timestamp literal (a number the caller computed, never a string it was sent). */
+const ts = (ms: number) => `make_timestamp(${Math.round(ms) * 1000})`
+const bound = (b: SeqBound) => (typeof b === 'number' ? String(Math.trunc(b)) : `(${b.sql})`)
+
+export function matchingView(
+  project: string,
+  opts: { filter?: CallFilter | null; query?: QueryOptions['query'] },
+  params: Params,
+  view: MatchView,
+): CallRelation {
+  const where: string[] = []
+  if (view.started) where.push(`m.started_at >= ${ts(view.started[0])} AND m.started_at < ${ts(view.started[1])}`)
+  if (view.open) where.push('m.ended_at IS NULL')
+  const parts = view.ids ? [`id >= ${params.add(view.ids[0])} AND id <= ${params.add(view.ids[1])}`] : []
+  return relation(matching(project, opts, params, true, '', { where, parts, only: [...view.columns] }))
+}
+
+export function touchedCalls(spec: TouchedSpec, params: Params): CallRelation {
+  const conds: string[] = []
+  if (spec.project !== undefined) conds.push(`project_id = ${params.add(spec.project)}`)
+  if (spec.after !== undefined) conds.push(`seq > ${bound(spec.after)}`)
+  if (spec.upTo !== undefined) conds.push(`seq <= ${bound(spec.upTo)}`)
+  const [from, before] = spec.ids ?? [null, null]
+  if (from !== null) conds.push(`id >= ${params.add(from)}`)
+  if (before !== null) conds.push(`id < ${params.add(before)}`)
+  const where = conds.length ? ` WHERE ${conds.join(' AND ')}` : ''
+  return relation(`SELECT DISTINCT project_id, id FROM all_parts${where}`)
+}
+
+export function mergedCalls(ids: CallRelation, columns: readonly CallColumn[], upTo: SeqBound | null): CallRelation {
+  return relation(`(${merged(columns, false)} SEMI JOIN (${ids}) f USING (project_id, id)
+    ${upTo === null ? '' : `WHERE seq <= ${bound(upTo)}`} GROUP BY project_id, id)`)
+}
+
+/** One row per window: its number `w` and the least and greatest id started in it. */
+export function windowIdsSql(windows: readonly (readonly [number, number])[], params: Params, project: string): string {
+  const p = params.add(project)
+  return windows
+    .map(
+      ([lo, hi], i) =>
+        `SELECT ${i} AS w, min(id) AS lo, max(id) AS hi FROM all_parts WHERE project_id = ${p} AND started_at >= ${ts(lo)} AND started_at < ${ts(hi)}`,
+    )
+    .join(' UNION ALL ')
+}
