@@ -48,7 +48,7 @@ WEFT_CALLS_FLUSH_INTERVAL_MS, WEFT_QUERY_TIMEOUT_MS, WEFT_MAX_QUERY_ROWS, WEFT_I
 WEFT_INGEST_QUEUE, WEFT_PRICES, WEFT_MODEL, WEFT_SERVED_MODEL_NAME, WEFT_SCHEDULING_POLICY, WEFT_MAX_NUM_SEQS,
 WEFT_KV_CACHE_TOKENS, WEFT_MAX_WAITING_REQUESTS, WEFT_PREFILL_CHUNK, WEFT_INFERENCE_BACKEND,
 WEFT_MODEL_REPLICAS, WEFT_TOOL_CALL_PARSER, WEFT_REASONING_PARSER, WEFT_STORAGE (embedded), WEFT_CLICKHOUSE_URL
-(http://127.0.0.1:8123), WEFT_CLICKHOUSE_DATABASE (weft), WEFT_CLICKHOUSE_CLUSTER, WEFT_CHDB_PATH (<data dir>/chdb). Flags win over the environment; the README's configuration table has every default.
+(http://127.0.0.1:8123), WEFT_CLICKHOUSE_DATABASE (weft), WEFT_CLICKHOUSE_CLUSTER, WEFT_CHDB_PATH (<data dir>/chdb). Flags win over the environment; the README's configuration table (the chat engine's: docs/chat.md) has every default.
 
 The first start (with no WEFT_API_KEY) creates an admin key, prints it once and keeps it in
 <data dir>/admin-key, readable only by its owner: KEY=$(cat data/admin-key). 'weft keys create' makes more.

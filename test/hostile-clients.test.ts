@@ -5,7 +5,7 @@ import { RawConn, rawRequest } from './helpers/raw-http.js'
 
 /**
  * Slow, odd and hostile clients: each gets an answer or a bounded wait, memory stays bounded, and the other
- * clients are served meanwhile. Figures go to the test output (README, "Bad input and hostile clients").
+ * clients are served meanwhile. Figures go to the test output (docs/reliability.md, "Bad input and hostile clients").
  */
 let s: TestServer
 t.before(async () => {
