@@ -1,5 +1,5 @@
 import t from 'tap'
-import { rm, truncate } from 'node:fs/promises'
+import { readdir, rm, truncate } from 'node:fs/promises'
 import path from 'node:path'
 import type { CallPart, QueryOptions } from '../src/calls/model.js'
 import { CallStore } from '../src/calls/store.js'
@@ -114,6 +114,31 @@ t.test('pages through the page index equal the merged view, whatever order parts
     store.segments.every((s) => !s.level || s.index),
     'every compacted segment has a page index',
   )
+})
+
+t.test('a compaction removes the segments it folded and their page indexes', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  process.env.WEFT_SEGMENT_RETIRE_MS = '0'
+  const store = await CallStore.open(dir, { flushRows: 25, flushIntervalMs: 0, maxSegments: 100, compactParts: 150 })
+  delete process.env.WEFT_SEGMENT_RETIRE_MS
+  t.teardown(() => store.close())
+  const r = rng(7)
+  const parts = traces('pages/retire', 12, r)
+  const onDisk = async () => (await readdir(path.join(dir, 'calls'))).filter((f) => /\.(parquet|pidx)$/.test(f)).sort()
+  const named = () => store.segments.flatMap((s) => (s.index ? [s.file, s.index] : [s.file])).sort()
+  for (let round = 0; round < 3; round++) {
+    await store.ingest(parts.slice(round * 40, round * 40 + 40))
+    await store.flush()
+    await store.compact()
+    t.ok(
+      store.segments.some((s) => s.index),
+      `round ${round}: compacted segments have indexes`,
+    )
+    // Removal is asynchronous (fs.rm after the retire); give it a moment.
+    await new Promise((res) => setTimeout(res, 100))
+    t.same(await onDisk(), named(), `round ${round}: the files on disk are exactly those the manifest names`)
+  }
 })
 
 t.test('a missing or damaged page index: pages take the merge path, and the index is rebuilt', async (t) => {

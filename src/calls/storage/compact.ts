@@ -66,9 +66,9 @@ export async function compactSegments(s: StorageState): Promise<boolean> {
   hit('compact.after-manifest')
   await refreshView(s.maint, s.dir, s.manifest.segments)
   await attachPageIndex(s.maint, s.dir, s.manifest.segments)
-  // Queries that bound the old view may still be reading the old files: remove them a little later, and
-  // not while a pooled read holds them (pins.ts; a restart removes any that are left).
-  s.pins.retire(old.map((x) => path.join(s.dir, x.file)))
+  // Queries that bound the old view may still be reading the old files (and their page indexes): remove
+  // them a little later, and not while a pooled read holds them (pins.ts; a restart removes any that are left).
+  s.pins.retire(old.flatMap((x) => (x.index ? [x.file, x.index] : [x.file])).map((f) => path.join(s.dir, f)))
   return true
 }
 
