@@ -92,7 +92,16 @@ export function clickHouseRoutes(backend: ClickHouseCallBackend, ingest: IngestP
   backend.traceStorageBytes = analytics.traceStorageBytes
   const o = objectSide(backend, config, catalog)
   const { maxQueryRows } = config
-  const calls = callRoutes({ store: backend, backend: name, pool: ingest, maxQueryRows, prices: analytics.prices, feedback: o.feedback })
+  const calls = callRoutes({
+    store: backend,
+    backend: name,
+    pool: ingest,
+    maxQueryRows,
+    prices: analytics.prices,
+    feedback: o.feedback,
+    refs: o.refs,
+    stats: analytics.stats,
+  })
   const served = [...statsRoutes(analytics.stats, analytics.usage, analytics.prices), ...otelRoutes(backend, ingest, config.maxBodyBytes)]
   const rest = [
     ...objectRoutes(o.objects),

@@ -1,13 +1,11 @@
 // Feedback on the ClickHouse call routes (`--storage chdb`) answers as on the embedded store: the same calls and the
 // same feedback rows go to one server of each kind; include_feedback and feedback fields in filters and sorts
 // (`feedback.[type].payload.path`) are compared answer by answer, and checked against values worked out here.
-import path from 'node:path'
 import t from 'tap'
-import { chdbResolvable } from '../src/clickhouse/chdb-executor.js'
-import { ROOT, postJson, startServer, type TestServer } from './helpers/server.js'
+import { bothBackends, chdbAvailable as available } from './helpers/both-backends.js'
+import { postJson } from './helpers/server.js'
 
 process.env.WEFT_MODEL ??= 'none'
-const available = chdbResolvable([ROOT, path.join(ROOT, 'bench', 'peer-deps')].map((d) => path.join(d, 'package.json')))
 
 const P = 'ch-fb/proj'
 const BASE = Date.parse('2026-03-07T00:00:00Z')
@@ -36,15 +34,7 @@ const SCORE = 'feedback.[score].payload.output.score'
 const asNum = { $convert: { input: field(SCORE), to: 'double' } }
 
 t.test('feedback on the call routes: embedded and ClickHouse agree', { skip: !available && 'chdb not installed' }, async (t) => {
-  const servers: TestServer[] = []
-  t.teardown(() => Promise.all(servers.map((s) => s.stop())))
-  const [emb, ch] = await Promise.all([startServer({ env: { WEFT_STORAGE: '' } }), startServer({ args: ['--storage', 'chdb'] })])
-  servers.push(emb!, ch!)
-  const both = async (route: string, body: unknown) => {
-    const [a, b] = await Promise.all([postJson(emb!, route, body), postJson(ch!, route, body)])
-    t.same([a.status, b.status], [200, 200], `${route}: ${a.text.slice(0, 120)} | ${b.text.slice(0, 120)}`)
-    return { a: a.json, b: b.json }
-  }
+  const { ch, both } = await bothBackends(t)
   const batch = Array.from({ length: N }, (_, i) => {
     const start = { project_id: P, id: uuid(i + 1), trace_id: uuid(100 + i), op_name: 'weave:///ch-fb/proj/op/f:v1' }
     const at = new Date(BASE + i * 1000).toISOString()
@@ -99,6 +89,6 @@ t.test('feedback on the call routes: embedded and ClickHouse agree', { skip: !av
     want,
     'include_feedback: every row about the call, as created',
   )
-  const n2 = await postJson(ch!, '/feedback/query', { project_id: P })
+  const n2 = await postJson(ch, '/feedback/query', { project_id: P })
   t.equal(n2.json.result.length, SCORES.size + 1 + NOTES.size, 'feedback intact on ClickHouse')
 })

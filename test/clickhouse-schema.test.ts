@@ -6,7 +6,10 @@ import { createRequire } from 'node:module'
 import path from 'node:path'
 import t from 'tap'
 import { chdbResolvable } from '../src/clickhouse/chdb-executor.js'
-import { allStatements, MIGRATIONS } from '../src/clickhouse/migrations.js'
+import { allStatements, bootstrap, MIGRATIONS } from '../src/clickhouse/migrations.js'
+import type { CallFilter } from '../src/calls/model.js'
+import { ChParams } from '../src/clickhouse/query/params.js'
+import { chRollupCountsSql, chRollupTotalSql, rollupDims } from '../src/clickhouse/stats-rollup-sql.js'
 import { ROOT, tempDir, CHDB_FROM } from './helpers/server.js'
 
 const TABLES = [
@@ -19,6 +22,10 @@ const TABLES = [
   'files',
   'feedback',
   'llm_token_prices',
+  'stats_calls_hourly',
+  'stats_calls_hourly_backfill',
+  'stats_call_marks',
+  'stats_call_marks_backfill',
 ]
 
 t.test('single node: plain engines, no cluster clauses', async (t) => {
@@ -29,10 +36,22 @@ t.test('single node: plain engines, no cluster clauses', async (t) => {
       ddl.some((s) => s.startsWith(`CREATE TABLE IF NOT EXISTS \`weft\`.\`${name}\` (`)),
       name,
     )
+  const inserts = ddl.filter((s) => s.startsWith('INSERT INTO'))
   t.ok(
-    ddl.every((s) => /IF NOT EXISTS/.test(s)),
-    'every statement is idempotent',
+    ddl.every((s) => /IF NOT EXISTS/.test(s) || inserts.includes(s)),
+    'every statement is idempotent: IF NOT EXISTS…',
   )
+  t.same(
+    inserts.map((s) => /^INSERT INTO `weft`\.`(\w+)`/.exec(s)![1]),
+    ['stats_rollup_meta', 'stats_calls_hourly_backfill', 'stats_call_marks_backfill'],
+    '…or an insert guarded by the table being empty, or into a table that replaces its rows',
+  )
+  t.match(inserts[0], /WHERE \(SELECT count\(\) FROM `weft`\.`stats_rollup_meta`\) = 0$/)
+  for (const name of ['stats_calls_hourly_backfill', 'stats_call_marks_backfill'])
+    t.match(
+      ddl.find((s) => s.includes(`\`${name}\` (`))!,
+      /ENGINE = ReplacingMergeTree\(\)/,
+    )
   const merged = ddl.find((s) => s.includes('`calls_merged` ('))!
   t.match(merged, /ENGINE = AggregatingMergeTree\(\)/)
   t.match(merged, /op_name SimpleAggregateFunction\(max, Tuple\(UInt64, Nullable\(String\)\)\)/)
@@ -54,8 +73,8 @@ t.test('cluster: ON CLUSTER, Replicated local tables, Distributed tables sharded
   const l = { database: 'weft', cluster: 'two_shards' }
   const ddl = allStatements(l)
   t.ok(
-    ddl.every((s) => s.includes(' ON CLUSTER `two_shards`')),
-    'every statement runs on the whole cluster',
+    ddl.every((s) => s.includes(' ON CLUSTER `two_shards`') || s.startsWith('INSERT INTO')),
+    'every DDL statement runs on the whole cluster (an insert reaches the shards through its Distributed or replicated table)',
   )
   for (const name of TABLES) {
     const local = ddl.find((s) => s.startsWith(`CREATE TABLE IF NOT EXISTS \`weft\`.\`${name}_local\``))
@@ -80,9 +99,20 @@ t.test('cluster: ON CLUSTER, Replicated local tables, Distributed tables sharded
     ddl.find((s) => s.includes('`object_versions_local`'))!,
     /ReplicatedReplacingMergeTree\('[^']+', '\{replica\}', updated_at\)/,
   )
-  const mv = ddl.find((s) => s.includes('`calls_merged_mv`'))!
-  t.match(mv, /TO `weft`\.`calls_merged_local`/, 'views write shard-local…')
-  t.match(mv, /FROM `weft`\.`call_parts_local`/, '…from the shard-local parts')
+  for (const [view, target] of [
+    ['calls_merged_mv', 'calls_merged'],
+    ['stats_calls_hourly_mv', 'stats_calls_hourly'],
+    ['stats_call_marks_mv', 'stats_call_marks'],
+  ]) {
+    const mv = ddl.find((s) => s.includes(`\`${view}\``))!
+    t.match(mv, new RegExp(`TO \`weft\`\\.\`${target}_local\``), `${view} writes shard-local…`)
+    t.match(mv, /FROM `weft`\.`call_parts_local`/, '…from the shard-local parts')
+  }
+  t.match(
+    ddl.find((s) => s.includes('`stats_rollup_meta` ON CLUSTER'))!,
+    /ReplicatedMergeTree\('\/clickhouse\/tables\/all\//,
+    'one rollup start time for every shard',
+  )
   t.match(
     ddl.find((s) => s.includes('`weft_migrations`'))!,
     /ReplicatedMergeTree\('\/clickhouse\/tables\/all\//,
@@ -111,3 +141,124 @@ t.test('ClickHouse parses every generated statement', { skip: !chdbResolvable(CH
   }
   t.throws(() => s.query('EXPLAIN AST CREATE TABLE x (a) ENGINE =', 'TSV'), 'and a broken one would not')
 })
+
+t.test(
+  'migration 4 backfills the rollups from parts written before it, once, however often it runs',
+  { skip: !chdbResolvable(CHDB_FROM) && 'chdb not installed' },
+  async (t) => {
+    const chdb = createRequire(CHDB_FROM.find((f) => chdbResolvable([f]))!)('chdb') as {
+      Session: new (dir: string) => {
+        query(sql: string, f?: string): string
+        queryBind(sql: string, args: object, f?: string): string
+        close(): void
+      }
+    }
+    const dir = tempDir('weft-chdb-rollup-')
+    const s = new chdb.Session(dir)
+    t.teardown(() => {
+      s.close()
+      rmSync(dir, { recursive: true, force: true })
+    })
+    const l = { database: 'weft' }
+    const run = (stmts: string[]) => stmts.forEach((x) => s.query(x, 'TSV'))
+    const [m4] = MIGRATIONS.filter((m) => m.version === 4)
+    run([...bootstrap(l), ...MIGRATIONS.filter((m) => m.version < 4).flatMap((m) => m.statements(l))])
+    const H1 = '2026-03-07 01:10:00'
+    const H2 = '2026-03-07 02:20:00'
+    const H3 = '2026-03-07 03:30:00'
+    let seq = 0
+    const part = (
+      id: string,
+      kind: string,
+      started: string | null,
+      op: string | null,
+      parent: string | null,
+      deleted: string | null = null,
+    ) =>
+      `('p', '${id}', ${++seq}, '${kind}', ${started ? `'${started}'` : 'NULL'}, ${op ? `'${op}'` : 'NULL'}, ${parent ? `'${parent}'` : 'NULL'}, ${deleted ? `'${deleted}'` : 'NULL'})`
+    const insert = (rows: string[]) =>
+      s.query(
+        `INSERT INTO weft.call_parts (project_id, id, seq, kind, started_at, op_name, parent_id, deleted_at) VALUES ${rows.join(', ')}`,
+      )
+    // Before the migration: a and b in hour 1, c and d in hour 2; c started again in hour 3, d deleted.
+    insert([
+      part('a', 'start', H1, 'x', null),
+      part('b', 'start', H1, 'y', 'a'),
+      part('c', 'start', H2, 'x', null),
+      part('d', 'start', H2, 'x', null),
+    ])
+    insert([part('c', 'start', H3, 'y', null), part('d', 'delete', null, null, null, H3)])
+    // The views exist before `since` is recorded (its insert and the two backfills are the last three
+    // statements): a part written in between is the backfill's, not the view's too.
+    run(m4!.statements(l).slice(0, -3))
+    insert([part('g', 'start', H2, 'x', null)])
+    run(m4!.statements(l))
+    // After: e in hour 1 and deleted, f in hour 3, b started again in hour 3 (its first start was before).
+    insert([part('e', 'start', H1, 'x', null), part('f', 'start', H3, 'x', null), part('b', 'start', H3, 'y', 'a')])
+    insert([part('e', 'delete', null, null, null, H3)])
+    // A start that died before recording the migration runs it again; the rollups must not change.
+    run(m4!.statements(l))
+    run(m4!.statements(l))
+    const rows = (sql: string) =>
+      s
+        .query(sql, 'TSV')
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((r) => r.split('\t'))
+    const perHour = `SELECT formatDateTime(fromUnixTimestamp64Milli(hour, 'UTC'), '%H'), op_name, is_root, sum(n) FROM (
+        SELECT hour, op_name, is_root, toInt64(n) AS n FROM weft.stats_calls_hourly
+        UNION ALL SELECT hour, op_name, is_root, toInt64(n) FROM weft.stats_calls_hourly_backfill FINAL)
+      GROUP BY ALL ORDER BY ALL`
+    t.same(
+      rows(perHour),
+      [
+        ['01', 'x', 'true', '2'],
+        ['01', 'y', 'false', '1'],
+        ['02', 'x', 'true', '3'],
+        ['03', 'x', 'true', '1'],
+        ['03', 'y', 'false', '1'],
+        ['03', 'y', 'true', '1'],
+      ],
+      'every start part counted once, by the view or the backfill',
+    )
+    const suspects = `SELECT id FROM (SELECT id, starts, deletes FROM weft.stats_call_marks
+        UNION ALL SELECT id, starts, deletes FROM weft.stats_call_marks_backfill FINAL)
+      GROUP BY id HAVING sum(starts) > 1 OR sum(deletes) > 0 ORDER BY id`
+    t.same(rows(suspects).flat(), ['b', 'c', 'd', 'e'], 'the calls to correct: started twice (b across the migration, c) or deleted (d, e)')
+    t.equal(rows(`SELECT count() FROM weft.stats_rollup_meta`)[0]![0], '1', 'one start time, however often the migration ran')
+
+    // The reads correct for those calls: live and started are a (hour 1, x, root), b (hour 3, y, child),
+    // c (hour 3, y, root), f (hour 3, x, root) and g (hour 2, x, root); d and e are deleted.
+    const read = (sql: string, params: ChParams) =>
+      s
+        .queryBind(sql, params.values, 'JSONEachRow')
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((r) => JSON.parse(r) as Record<string, string>)
+    const total = (filter: CallFilter | null) => {
+      const params = new ChParams()
+      return Number(read(chRollupTotalSql(l, 'p', rollupDims(filter, params)!, params), params)[0]!.n)
+    }
+    t.same(
+      [total(null), total({ op_names: ['x'] }), total({ trace_roots_only: true }), total({ op_names: ['y'], trace_roots_only: true })],
+      [5, 3, 4, 1],
+      'counts over all time, by op and root',
+    )
+    t.equal(rollupDims({ trace_ids: ['t'] }, new ChParams()), null, 'a filter on other fields is not the rollup’s')
+    const hour = (x: string) => Date.parse(x.replace(' ', 'T') + 'Z') - (Date.parse(x.replace(' ', 'T') + 'Z') % 3_600_000)
+    const params = new ChParams()
+    const slots: [number, number][] = [H1, H2, H3].map((x) => [hour(x), hour(H1)])
+    slots[2] = [hour(H3), hour(H3)]
+    const buckets = read(chRollupCountsSql(l, 'p', slots, [], params), params).map((r) => [Number(r.bucket), Number(r.n)])
+    t.same(
+      buckets.sort((a, b) => a[0]! - b[0]!),
+      [
+        [hour(H1), 2],
+        [hour(H3), 3],
+      ],
+      'per bucket: hours 1 and 2 in one bucket, hour 3 in another',
+    )
+  },
+)

@@ -225,4 +225,115 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
     await same(t, '/calls/usage', { project_id: P, call_ids: roots.slice(0, 6), include_costs: true }, 'usage after deletes')
     await same(t, '/calls/query_stats', { project_id: P, filter: { trace_roots_only: true } }, 'query_stats count')
   })
+
+  await t.test('call counts from the hourly rollup: retried starts, ends before starts, deletes, updates', async (t) => {
+    // The state every call should end in, kept here from what was sent (the latest start wins whole).
+    const calls = new Map<string, { started: number; op: string; root: boolean; live: boolean }>()
+    for (const it of items as {
+      mode: string
+      req: { start?: { id: string; started_at: string; op_name: string; parent_id: string | null } }
+    }[])
+      if (it.mode === 'start') {
+        const s = it.req.start!
+        calls.set(s.id, { started: Date.parse(s.started_at), op: s.op_name, root: s.parent_id === null, live: true })
+      }
+    for (const id of [roots[4]!, ...ids.slice(21, 25), ids[12]!]) calls.get(id)!.live = false
+    const send = async (batch: unknown[]) =>
+      t.same(
+        Object.values(await both('/call/upsert_batch', { batch })).map((r) => r.status),
+        [200, 200],
+      )
+    // Retried starts: ids 30-34 again, 5 hours later, under another op (and a root made a child).
+    const retried = ids.slice(30, 35).map((id, k) => {
+      const c = calls.get(id)!
+      const op = OPS[(OPS.indexOf(c.op) + 1) % 3]!
+      const start = {
+        project_id: P,
+        id,
+        trace_id: uuid(60_000),
+        parent_id: k === 0 ? ids[1]! : null,
+        op_name: op,
+        started_at: iso(c.started + 5 * H),
+      }
+      calls.set(id, { started: c.started + 5 * H, op, root: k !== 0, live: true })
+      return { mode: 'start', req: { start: { ...start, attributes: {}, inputs: {} } } }
+    })
+    await send(retried)
+    // Ends before their starts, in separate requests; one new call deleted, one renamed.
+    const fresh = [1, 2, 3, 4].map((k) => ({ id: uuid(70_000 + k), started: BASE + (10 + 7 * k) * H + k * 61_000 }))
+    await send(fresh.map((c) => ({ mode: 'end', req: { end: { project_id: P, id: c.id, ended_at: iso(c.started + 500), summary: {} } } })))
+    await send(
+      fresh.map((c) => ({
+        mode: 'start',
+        req: {
+          start: {
+            project_id: P,
+            id: c.id,
+            trace_id: uuid(70_100),
+            op_name: OPS[1],
+            started_at: iso(c.started),
+            attributes: {},
+            inputs: {},
+          },
+        },
+      })),
+    )
+    for (const c of fresh) calls.set(c.id, { started: c.started, op: OPS[1]!, root: true, live: true })
+    t.same(
+      Object.values(await both('/calls/delete', { project_id: P, call_ids: [fresh[0]!.id] })).map((r) => r.status),
+      [200, 200],
+    )
+    calls.get(fresh[0]!.id)!.live = false
+    const update = { project_id: P, call_id: fresh[1]!.id, display_name: 'renamed' }
+    t.same(
+      Object.values(await both('/call/update', update)).map((r) => r.status),
+      [200, 200],
+    )
+
+    const COUNT = [{ metric: 'call_count', aggregations: ['sum', 'avg', 'count'], percentiles: [50] }]
+    for (const [granularity, timezone, filter] of [
+      [3600, 'UTC', null],
+      [900, 'UTC', null],
+      [86400, 'America/New_York', { op_names: [OPS[1]] }],
+      [10800, 'Asia/Kolkata', { trace_roots_only: true }],
+      [21600, 'UTC', { op_names: ['weave:///ch-stats/proj/op/a:*', OPS[2]], trace_roots_only: true }],
+      [43200, 'UTC', { op_names: ["x' OR 1=1 --", "weave:///ch-stats/proj/op/b:*') --"] }],
+    ] as const) {
+      const label = `counts, ${granularity} s in ${timezone}, filter ${JSON.stringify(filter)}`
+      const b = await same(t, '/calls/stats', { ...range, granularity, timezone, call_metrics: COUNT, filter }, label)
+      t.equal(
+        b.headers.get('x-weft-stats-path'),
+        granularity < 3600 ? 'scan' : 'rollup',
+        `${label}: answered by the ${granularity < 3600 ? 'scan' : 'rollup'}`,
+      )
+      // The rollup's counts equal the ClickHouse scan's (latency asked too: the scan answers).
+      const scan = await postJson(ch!, '/calls/stats', {
+        ...range,
+        granularity,
+        timezone,
+        call_metrics: [...COUNT, { metric: 'latency_ms' }],
+        filter,
+      })
+      t.equal(scan.headers.get('x-weft-stats-path'), 'scan')
+      const counts = (x: { call_buckets: { timestamp: string; count: number; sum_call_count: number }[] }) =>
+        x.call_buckets.map((r) => [r.timestamp, r.count, r.sum_call_count])
+      t.same(counts(b.json), counts(scan.json), `${label}: the rollup and the scan agree`)
+    }
+    // Hourly UTC counts worked out here from what was sent.
+    const res = await postJson(ch!, '/calls/stats', { ...range, granularity: 3600, call_metrics: COUNT })
+    const [lo, hi] = [Date.parse(range.start), Date.parse(range.end)]
+    const want = new Map<number, number>()
+    for (const c of calls.values())
+      if (c.live && c.started >= lo && c.started < hi) {
+        const h = c.started - (c.started % H)
+        want.set(h, (want.get(h) ?? 0) + 1)
+      }
+    t.same(
+      res.json.call_buckets
+        .filter((r: { count: number }) => r.count > 0)
+        .map((r: { timestamp: string; count: number }) => [Date.parse(r.timestamp), r.count]),
+      [...want.entries()].sort((a, b) => a[0] - b[0]),
+      'hourly counts as sent: retried starts counted once, where their latest start puts them; deleted calls not at all',
+    )
+  })
 })

@@ -103,6 +103,8 @@ const REVIEWED: Record<string, Reviewed> = {
       't',
       'table',
       'where',
+      ,
+      'values',
     ],
     why: `${FRAGMENTS} (ClickHouse query parameters)`,
   },
@@ -130,6 +132,8 @@ const REVIEWED: Record<string, Reviewed> = {
       'tokens',
       'tuple',
       'zip',
+      ,
+      'conds',
     ],
     why: `${FRAGMENTS}; column names from USAGE_FIELDS and the fixed token/cost metric lists; tables through ident()`,
   },
@@ -140,6 +144,14 @@ const REVIEWED: Record<string, Reviewed> = {
   'src/clickhouse/usage.ts': {
     names: ['USAGE_FIELDS', 'chMatching', 'k', 'usage'],
     why: `${FRAGMENTS} (calls-sql.ts chMatching, stats-sql.ts chLatestUsageSql); USAGE_FIELDS: the fixed usage column list`,
+  },
+  'src/clickhouse/stats-rollup-sql.ts': {
+    names: ['table', 'p', 'suspects', 'inHours', 'merged', 'buckets', 'hours', 'contributionsSql', 'dims', 'where'],
+    why: 'table(): checked identifiers; p, hours, buckets: p.add placeholders; dims: rollupDims over bound arrays; the rest composed of those',
+  },
+  'src/clickhouse/stats-schema.ts': {
+    names: ['from', 'since', 'meta', 'onCluster', 'metaLocal', 'table', 'localTable', 'hourlySelect', 'marksSelect'],
+    why: 'DDL of checked identifiers (table(), localTable(), the layout’s cluster name) and constant column lists; no request value',
   },
   'src/clickhouse/objects-sql.ts': {
     names: ['table', 'where', 'inner', 'keys'],
@@ -168,7 +180,7 @@ const REVIEWED: Record<string, Reviewed> = {
     names: ['engine', 'fields', 'ident', 'localTable', 'onCluster', 't.columns', 't.orderBy', 't.settings', 't.shardBy', 'table', 'usage'],
     why: 'DDL from the fixed table definitions; configured names quoted by ident()',
   },
-  'src/query/expand-fields.ts': { names: ['list', 'refSql'], why: 'from_json over placeholders' },
+  'src/query/expand-fields.ts': { names: ['list', 'refSql', 'ref'], why: 'from_json over placeholders' },
   'src/query/feedback-fields.ts': { names: ['list'], why: 'from_json over placeholders' },
   'src/stats/dims.ts': { names: ['col'], why: "'user_id' | 'run_id'" },
   'src/stats/rollups-clean.ts': {

@@ -1,7 +1,6 @@
 import { DomainError } from '../core/errors.js'
 import type { CallRecord } from '../calls/model.js'
-import type { CallStore } from '../calls/store.js'
-import { distinctRefsSql } from '../calls/read/expand.js'
+import type { CallBackend } from '../calls/backend.js'
 import type { FeedbackBackend } from '../catalog/backends.js'
 import { parseRef, type RefResolver } from '../catalog/refs.js'
 import {
@@ -31,7 +30,8 @@ const CACHE_SIZE = 1000
 const BATCH = 500
 
 export interface ExpandDeps {
-  store: CallStore
+  /** Reads the refs a query on expanded fields needs (the call backend's, calls/backend.ts). */
+  distinctRefs?: CallBackend['distinctRefs']
   refs?: RefResolver
   feedback?: FeedbackBackend
 }
@@ -181,10 +181,9 @@ type Queried = Pick<CallsQueryReq, 'project_id' | 'filter' | 'query' | 'sort_by'
 export async function withExpand<T extends Queried>(d: ExpandDeps, body: T): Promise<T> {
   const fields = expandedFieldsOf(body.query, body.sort_by, parseExpandColumns(body.expand_columns))
   if (fields.length === 0) return body
-  if (!d.refs) throw new DomainError(400, 'expand_columns cannot be used in queries on this server')
+  if (!d.refs || !d.distinctRefs) throw new DomainError(400, 'expand_columns cannot be used in queries on this server')
   const prefixes = [...new Map(fields.flatMap((f) => f.prefixes).map((p) => [p.join('\u0000'), p])).values()]
-  const { sql, params } = distinctRefsSql(body.project_id, body.filter, prefixes, MAX_FILTER_REFS + 1)
-  const found = (await d.store.rows(sql, params)).map((r) => String(r.r))
+  const found = await d.distinctRefs(body.project_id, body.filter, prefixes, MAX_FILTER_REFS + 1)
   if (found.length > MAX_FILTER_REFS)
     throw new DomainError(400, `More than ${MAX_FILTER_REFS} distinct refs to expand for filtering or sorting: narrow the filter`)
   const refs = new ProjectRefs(d.refs, body.project_id, MAX_FILTER_REFS, MAX_FILTER_REFS)

@@ -5,7 +5,6 @@ import type { CallRecord } from '../calls/model.js'
 import { keptColumns } from '../calls/arrow/calls.js'
 import { ARROW_STREAM, acceptsArrow, ipcStream } from '../calls/arrow/ipc.js'
 import type { BackendName, CallBackend } from '../calls/backend.js'
-import type { CallStore } from '../calls/store.js'
 import type { IngestPool } from '../calls/ingest/pool.js'
 import type { IngestTask } from '../calls/ingest/prepare.js'
 import { withCosts, type Prices } from '../catalog/prices.js'
@@ -46,7 +45,7 @@ export interface CallsDeps {
   /** Without: include_costs answers 501. */
   prices?: Prices
   /** Rollups that answer plain counts fast; without: every count is a query. */
-  stats?: CallStats
+  stats?: Pick<CallStats, 'count'>
   /** Feedback, for queries and sorts on `feedback.[<type>].payload.<path>` fields. */
   feedback?: FeedbackBackend
   /** Resolves refs for expand_columns. */
@@ -75,20 +74,15 @@ function notServed(d: CallsDeps, what: string): DomainError {
   return new DomainError(501, `${what} is not served on the ${d.backend ?? 'embedded'} storage backend yet`)
 }
 
-/**
- * expand_columns reads call SQL from the embedded store; another backend answers 501 for it (checked
- * once per request, only off the embedded path). include_feedback needs only a feedback store.
- */
-function checkServed(d: CallsDeps, b: { expand_columns?: string[] | null; include_feedback?: boolean | null }): void {
+/** include_feedback needs a feedback store; without one, another backend answers 501 (checked once per request). */
+function checkServed(d: CallsDeps, b: { include_feedback?: boolean | null }): void {
   if (d.backend === undefined || d.backend === 'embedded') return
-  if (b.expand_columns && b.expand_columns.length) throw notServed(d, 'expand_columns')
   if (b.include_feedback && !d.feedback) throw notServed(d, 'include_feedback')
 }
 
-/** The store as calls-expand.ts reads it: only the embedded one has the SQL it runs. */
+/** What calls-expand.ts reads: the backend's distinct refs and the ref resolver. */
 function expandDeps(d: CallsDeps): ExpandDeps {
-  if ('rows' in d.store) return { store: d.store as CallStore, refs: d.refs, feedback: d.feedback }
-  return { store: d.store as never, refs: undefined, feedback: d.feedback }
+  return { distinctRefs: d.store.distinctRefs?.bind(d.store), refs: d.refs, feedback: d.feedback }
 }
 
 /** With include_costs, each call gains summary.weave.costs from the project's prices. */
@@ -188,7 +182,6 @@ async function queryCalls(d: Deps, ctx: Ctx<Static<typeof CallsQueryReqSchema>>)
 }
 
 async function queryStats(d: Deps, ctx: Ctx<Static<typeof CallsQueryStatsReqSchema>>): Promise<Reply> {
-  checkServed(d, ctx.body)
   const b = await withExpand(d.x, await withFeedback(d, ctx.body))
   if (b.limit !== undefined && b.limit !== null && b.limit < 1) throw new DomainError(400, 'limit must be at least 1')
   const query = b.query

@@ -17,6 +17,11 @@ export interface CallBackend {
   count(project: string, opts: QueryOptions): Promise<number>
   /** The given live calls and all their live descendants. */
   withDescendants(project: string, ids: string[]): Promise<string[]>
+  /**
+   * The distinct refs (`weave:///…`) at JSON paths (`['inputs', 'example']`) of the live calls a filter
+   * matches, at most `limit`: what expand_columns in queries and sorts resolves first.
+   */
+  distinctRefs?(project: string, filter: QueryOptions['filter'], paths: string[][], limit: number): Promise<string[]>
   /** `total_storage_size_bytes` of /calls/query_stats. */
   traceStorageBytes?(project: string, opts: QueryOptions): Promise<number>
   /** /calls/stream_query as Arrow IPC. */

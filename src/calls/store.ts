@@ -13,6 +13,7 @@ import { ReaderPool } from './readers/pool.js'
 import { Reader } from './read/reader.js'
 import { countSql, descendantsSql, traceBytesSql } from './read/statements.js'
 import { toCall } from './read/to-call.js'
+import { distinctRefsSql } from './read/expand.js'
 import type { CallColumn, CallRelation, CallSession, CallSource, MatchView, SeqBound, TouchedSpec } from './source.js'
 import { openStorage } from './storage/open.js'
 import type { StoreOptions } from './storage/options.js'
@@ -254,6 +255,12 @@ export class CallStore implements CallSource {
   async read(project: string, id: string): Promise<CallRecord | null> {
     const [call] = await this.query(project, { filter: { call_ids: [id] }, limit: 1 })
     return call ?? null
+  }
+
+  /** See CallBackend.distinctRefs (expand_columns in filters and sorts). */
+  distinctRefs(project: string, filter: QueryOptions['filter'], paths: string[][], limit: number): Promise<string[]> {
+    const { sql, params } = distinctRefsSql(project, filter, paths, limit)
+    return this.reader.readAll(sql, params).then((rows) => rows.map((r) => String(r.r)))
   }
 
   /** The given live calls and all their live descendants. */

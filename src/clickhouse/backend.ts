@@ -1,4 +1,5 @@
 import type { CallBackend } from '../calls/backend.js'
+import type { ArrowStream } from '../calls/store.js'
 import type { CallPart, CallRecord, QueryOptions } from '../calls/model.js'
 import { ClickHouseCalls, type ClickHouseCallsOptions } from './calls.js'
 import { ChdbExecutor, type ChdbOptions } from './chdb-executor.js'
@@ -23,7 +24,7 @@ function httpOptions(target: { http: HttpOptions; queryTimeoutMs?: number }): Ht
 /**
  * The call routes' backend (calls/backend.ts) on ClickHouse. Ingest bodies are parsed and validated
  * in the worker pool as for the embedded store; the record they produce is turned back into parts
- * here and inserted. Arrow answers and storage sizes are not served yet (the routes say 501).
+ * here and inserted.
  */
 export class ClickHouseCallBackend implements CallBackend {
   private constructor(
@@ -75,8 +76,26 @@ export class ClickHouseCallBackend implements CallBackend {
     })()
   }
 
+  /** As stream: the first batch is read before answering. */
+  async streamArrow(project: string, opts: QueryOptions & { columns?: string[] | null }): Promise<ArrowStream> {
+    const { schema, batches } = this.calls.streamArrow(project, opts)
+    const first = await batches.next()
+    return {
+      schema,
+      batches: (async function* () {
+        if (first.done) return
+        yield first.value
+        yield* batches
+      })(),
+    }
+  }
+
   count(project: string, opts: QueryOptions): Promise<number> {
     return this.calls.count(project, opts)
+  }
+
+  distinctRefs(project: string, filter: QueryOptions['filter'], paths: string[][], limit: number): Promise<string[]> {
+    return this.calls.distinctRefs(project, filter, paths, limit)
   }
 
   withDescendants(project: string, ids: string[]): Promise<string[]> {

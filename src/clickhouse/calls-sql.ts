@@ -1,8 +1,10 @@
 import { filterTerms } from '../calls/read/filter.js'
 import type { CallFilter, QueryOptions } from '../calls/model.js'
+import type { OpNames } from '../query/list-filters.js'
 import { table, type Layout } from './layout.js'
 import { chCompileQuery } from './query/expr.js'
 import { CH_DERIVED, chFieldsOf } from './query/fields.js'
+import { chJsonArgs } from './query/json.js'
 import type { ChParams } from './query/params.js'
 import { CALL_FIELDS } from './schema.js'
 
@@ -34,6 +36,17 @@ export const CH_SELECT_OUT = `m.id AS id, m.project_id AS project_id, m.op_name 
   ${CH_DERIVED['summary.weave.trace_name']!.sql} AS d_trace_name`
 
 /**
+ * `op_names` as one expression over two bound arrays, names and `:*` prefixes: its size does not grow
+ * with the list, so neither does planning (an OR of 1,000 `startsWith` took 0.6 s on an empty table, far more under load).
+ */
+export function chOpNamesCond(names: OpNames, params: ChParams): (col: string) => string {
+  const e = params.add(names.exact, 'Array(String)')
+  if (!names.prefixes.length) return (c) => `has(${e}, ${c})`
+  const pre = params.add(names.prefixes, 'Array(String)')
+  return (c) => `(has(${e}, ${c}) OR arrayExists(x -> startsWith(${c}, x), ${pre}))`
+}
+
+/**
  * The filter (taken apart by calls/read/filter.ts, as for the embedded store) as conditions on the
  * merged call (`m.`) and on calls_merged rows (`c.`): a merged value is one of its rows' values, so
  * "some row matches" narrows the calls to merge without changing the answer (the merged condition
@@ -50,10 +63,7 @@ export function chFilterSql(
   const t = filterTerms(f)
   const narrowBy = (cond: string) => inner.push(`c.id IN (SELECT id FROM ${table(l, 'calls_merged')} WHERE project_id = ${p} AND ${cond})`)
   if (t.opNames) {
-    const { exact, prefixes } = t.opNames
-    const e = params.add(exact, 'Array(String)')
-    const starts = prefixes.map((n) => params.add(n, 'String'))
-    const any = (c: string) => `(has(${e}, ${c})${starts.map((s) => ` OR startsWith(${c}, ${s})`).join('')})`
+    const any = chOpNamesCond(t.opNames, params)
     where.push(any('m.op_name'))
     narrowBy(any('tupleElement(op_name, 2)'))
   }
@@ -73,9 +83,11 @@ export function chFilterSql(
 }
 
 /** The merged, live calls of a project that match: `(merge) AS m WHERE …`. */
-export function chMatching(l: Layout, project: string, opts: QueryOptions, params: ChParams): string {
+export function chMatching(l: Layout, project: string, opts: QueryOptions, params: ChParams, narrow: string[] = []): string {
   const p = params.add(project, 'String')
   const { where: filters, inner } = chFilterSql(opts.filter, params, l, p)
+  // `narrow`: conditions on calls_merged rows (`c.`) that every matching call has a row meeting.
+  inner.push(...narrow)
   const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...filters]
   if (opts.query) where.push(`coalesce(${chCompileQuery(opts.query, params, chFieldsOf(opts.query))}, 0)`)
   return `(${mergedSql(l, p, inner)}) AS m WHERE ${where.join(' AND ')}`
@@ -128,4 +140,26 @@ export function chLiveByIdsSql(l: Layout, project: string, ids: string[], by: 'i
     WHERE c.project_id = ${p} AND c.id IN (SELECT id FROM ${t} WHERE project_id = ${p} AND ${rowCond})
     GROUP BY c.id)
   WHERE deleted_at IS NULL AND ${by === 'id' ? `has(${v}, id)` : `has(${v}, parent_id)`}`
+}
+
+const JSON_ROOTS = new Set(['inputs', 'output', 'attributes', 'summary'])
+
+/**
+ * The distinct ref strings at the given JSON paths (`['inputs', 'example']`) of the live calls matching a
+ * filter, at most `limit`, as a statement reading `r`: the refs an expanded field needs resolved first
+ * (calls/read/expand.ts is the embedded store's).
+ */
+export function chDistinctRefsSql(
+  l: Layout,
+  project: string,
+  filter: QueryOptions['filter'],
+  paths: string[][],
+  limit: number,
+  params: ChParams,
+): string {
+  if (paths.some((p) => !JSON_ROOTS.has(p[0]!))) throw new Error('expand paths start with a JSON column')
+  const values = paths.map((p) => `JSONExtractString(${chJsonArgs(`m.${p[0]}`, p.slice(1), params)})`)
+  const matching = chMatching(l, project, { filter }, params)
+  return `SELECT DISTINCT r FROM (SELECT arrayJoin([${values.join(', ')}]) AS r FROM ${matching})
+    WHERE startsWith(r, 'weave:///') LIMIT ${params.add(limit, 'UInt64')}`
 }

@@ -1,10 +1,12 @@
 import type { CallPart, CallRecord, QueryOptions } from '../calls/model.js'
+import type { RecordBatch, Schema } from 'apache-arrow'
 import { toCall } from '../calls/read/to-call.js'
+import { chArrowPlan, rowsToBatch } from './arrow.js'
 import type { Executor, Row, Settings } from './executor.js'
 import { insertTarget, readSettings, writeSettings, type Layout } from './layout.js'
 import { migrate } from './migrations.js'
 import { partRow, SeqClock } from './parts.js'
-import { chCountSql, chLiveByIdsSql, chSelectSql } from './calls-sql.js'
+import { chCountSql, chDistinctRefsSql, chLiveByIdsSql, chSelectSql } from './calls-sql.js'
 import { ChParams } from './query/params.js'
 import { mapTimeout, timeoutSettings, withTimeout } from './settings.js'
 
@@ -71,17 +73,43 @@ export class ClickHouseCalls {
   }
 
   private async *streamRows(sql: string, params: ChParams): AsyncGenerator<CallRecord[]> {
+    for await (const rows of this.rowBatches(sql, params)) yield rows.map(toCall)
+  }
+
+  private async *rowBatches(sql: string, params: ChParams): AsyncGenerator<Row[]> {
     try {
-      for await (const rows of this.exec.stream(sql, params.values, this.reads)) yield rows.map(toCall)
+      yield* this.exec.stream(sql, params.values, this.reads)
     } catch (e) {
       throw mapTimeout(e, this.opts.queryTimeoutMs)
     }
+  }
+
+  /** The same as stream, as Arrow record batches (arrow.ts): a batch per batch of rows ClickHouse streams. */
+  streamArrow(
+    project: string,
+    opts: QueryOptions & { columns?: string[] | null },
+  ): { schema: Schema; batches: AsyncGenerator<RecordBatch> } {
+    const params = new ChParams()
+    const sql = chSelectSql(this.opts, project, opts, params)
+    const plan = chArrowPlan(opts.columns)
+    const rows = this.rowBatches(sql, params)
+    async function* batches() {
+      for await (const r of rows) if (r.length) yield rowsToBatch(plan, r)
+    }
+    return { schema: plan.schema, batches: batches() }
   }
 
   async count(project: string, opts: QueryOptions): Promise<number> {
     const params = new ChParams()
     const [r] = await this.rows(chCountSql(this.opts, project, opts, params), params)
     return Number(r!.n)
+  }
+
+  /** The distinct refs at JSON paths of the calls a filter matches, at most `limit` (see CallBackend.distinctRefs). */
+  async distinctRefs(project: string, filter: QueryOptions['filter'], paths: string[][], limit: number): Promise<string[]> {
+    const params = new ChParams()
+    const sql = chDistinctRefsSql(this.opts, project, filter, paths, limit, params)
+    return (await this.rows(sql, params)).map((r) => String(r.r))
   }
 
   /** A call by id, merged; null when unknown or deleted. */

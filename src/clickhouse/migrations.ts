@@ -12,6 +12,7 @@ import {
   TABLE_ROWS,
   TABLES,
 } from './schema-catalog.js'
+import { statsRollupStatements } from './stats-schema.js'
 
 /**
  * Versioned schema changes, applied in order at start and recorded in `weft_migrations`. Every
@@ -40,6 +41,11 @@ export const MIGRATIONS: Migration[] = [
     version: 3,
     name: 'object_first_created',
     statements: (l) => addColumn(l, OBJECT_VERSIONS, `${OBJECT_FIRST_CREATED} DEFAULT created_at`),
+  },
+  {
+    version: 4,
+    name: 'stats_rollups',
+    statements: statsRollupStatements,
   },
 ]
 

@@ -1,6 +1,6 @@
 import type { QueryOptions } from '../calls/model.js'
 import { defaultPrices } from '../catalog/prices.js'
-import type { PriceBook, StatsEngine, UsageEngine } from '../stats/backend.js'
+import type { PriceBook, UsageEngine } from '../stats/backend.js'
 import { ClickHousePrices } from './costs.js'
 import type { Executor } from './executor.js'
 import { ChReader, ClickHouseStats, type ChStatsOptions } from './stats.js'
@@ -9,7 +9,8 @@ import { ClickHouseUsage } from './usage.js'
 
 /** The statistics side of the ClickHouse backend: what api/stats.ts serves, and the prices include_costs reads. */
 export interface ClickHouseAnalytics {
-  stats: StatsEngine
+  /** StatsEngine, and the rollup count /calls/query_stats reads (as the embedded CallStats.count). */
+  stats: ClickHouseStats
   usage: UsageEngine
   prices: ClickHousePrices & PriceBook
   /** CallBackend.traceStorageBytes (`include_total_storage_size` of /calls/query_stats) for the call backend to serve. */

@@ -17,13 +17,35 @@ import type { ChParams } from './query/params.js'
 /** ln γ of stats/sketch.ts's bins, computed the same way so a latency falls in the same bin on both backends. */
 const LN_GAMMA = Math.log((1 + ALPHA) / (1 - ALPHA))
 
-/** The merged, live, matching calls started in [start, end): `(…) AS m WHERE …`. */
-function callsInRange(l: Layout, ctx: StatsContext, params: ChParams): string {
+/** `windows` as a condition on a millisecond time `t` (bound arrays: its size does not grow with the list). */
+function inWindows(t: string, windows: readonly [number, number][], params: ChParams): string {
+  const los = params.add(
+    windows.map(([a]) => a),
+    'Array(Int64)',
+  )
+  const his = params.add(
+    windows.map(([, b]) => b),
+    'Array(Int64)',
+  )
+  return `arrayExists((a, b) -> ${t} >= a AND ${t} < b, ${los}, ${his})`
+}
+
+/**
+ * The merged, live, matching calls started in [start, end) — or, given `windows`, in one of them:
+ * `(…) AS m WHERE …`. Only calls with a row started there are merged (a merged start time is one of
+ * its rows'), which the min-max index on started_at keeps to the range's parts.
+ */
+function callsInRange(l: Layout, ctx: StatsContext, params: ChParams, windows?: readonly [number, number][]): string {
   const lo = params.add(ctx.start, 'Int64')
   const hi = params.add(ctx.end, 'Int64')
   // Milliseconds compare as the embedded engine's microsecond timestamps do: t_us >= b*1000 ⇔ floor(t_us/1000) >= b.
   const t = 'toUnixTimestamp64Milli(m.started_at)'
-  return `${chMatching(l, ctx.project_id, { filter: ctx.filter }, params)} AND ${t} >= ${lo} AND ${t} < ${hi}`
+  const row = 'tupleElement(started_at, 2)'
+  const conds = [`${row} >= fromUnixTimestamp64Milli(${lo})`, `${row} < fromUnixTimestamp64Milli(${hi})`]
+  if (windows) conds.push(inWindows(`toUnixTimestamp64Milli(${row})`, windows, params))
+  const narrow = `c.id IN (SELECT id FROM ${table(l, 'calls_merged')} WHERE project_id = ${params.add(ctx.project_id, 'String')} AND ${conds.join(' AND ')})`
+  const sql = `${chMatching(l, ctx.project_id, { filter: ctx.filter }, params, [narrow])} AND ${t} >= ${lo} AND ${t} < ${hi}`
+  return windows ? `${sql} AND ${inWindows(t, windows, params)}` : sql
 }
 
 /** Each row of `rows` (with `t` ms and `z` = 0) given its bucket: the last bucket start at or before t. */
@@ -37,14 +59,14 @@ function bucketed(rows: string, ctx: StatsContext, params: ChParams): string {
  * Calls per bucket and latency bin `k` (null for calls without an end): counts, latency sums,
  * extremes and errors. A bucket's totals are the sum over its bins; assemble.ts takes both.
  */
-export function chCallGroupsSql(l: Layout, ctx: StatsContext, params: ChParams): string {
+export function chCallGroupsSql(l: Layout, ctx: StatsContext, params: ChParams, windows?: readonly [number, number][]): string {
   const lg = params.add(LN_GAMMA, 'Float64')
   // sketch.ts binSql: 0 for 0, 1 + ceil(ln |x| / ln γ) (at least 1) with x's sign otherwise.
   const bin = `sign(lat) * (1 + greatest(0, toInt64(ceil(log(greatest(abs(lat), 1)) / ${lg}))))`
   const rows = `SELECT t, z, lat, err, ${bin} AS k FROM (
       SELECT toUnixTimestamp64Milli(m.started_at) AS t, toUInt8(0) AS z,
         toUnixTimestamp64Milli(m.ended_at) - toUnixTimestamp64Milli(m.started_at) AS lat, m.exception IS NOT NULL AS err
-      FROM ${callsInRange(l, ctx, params)})`
+      FROM ${callsInRange(l, ctx, params, windows)})`
   return `SELECT b.ts AS bucket, r.k AS k, count() AS n, count(r.lat) AS lat_n, coalesce(sum(r.lat), 0) AS lat_sum,
       min(r.lat) AS lat_min, max(r.lat) AS lat_max, countIf(r.err) AS err
     FROM ${bucketed(rows, ctx, params)}

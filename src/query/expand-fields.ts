@@ -97,13 +97,23 @@ export function boundExpand(target: object | null | undefined): ExpandBinding | 
 
 const ROOT_COLUMN: Record<string, string> = { inputs: 'm.inputs', output: 'm.output', attributes: 'm.attributes', summary: 'm.summary' }
 
-/** The bound lookup of the call's ref at one prefix: the value's JSON text, NULL when the ref has none. */
-function lookup(route: ExpandRoute, refSql: string, params: Params): string {
-  // JSON-encoded lists: a list parameter of only NULLs would have no element type to bind.
-  const refs = params.add(JSON.stringify([...route.values.keys()]))
-  const vals = params.add(JSON.stringify([...route.values.values()]))
-  const list = (p: string) => `unnest(from_json(${p}::JSON, '["VARCHAR"]'))`
-  return `(SELECT x.v FROM (SELECT ${list(refs)} AS r, ${list(vals)} AS v) x WHERE x.r = ${refSql})`
+/**
+ * How one engine spells an expanded field (expandedField decides what it reads): `P` is the engine's
+ * bound-parameter list. DuckDB's is below, ClickHouse's clickhouse/query/expand.ts.
+ */
+export interface ExpandDialect<P> {
+  /** The text at a path of a root column (`m.inputs`): a string's characters; what is not a string never starts like a ref. */
+  refAt(column: string, segs: string[], params: P): string
+  /** Whether that text is a ref (`weave:///…`). */
+  isRef(ref: string): string
+  /** The route's bound value for the call's ref: JSON text, NULL when the ref has none. */
+  lookup(route: ExpandRoute, ref: string, params: P): string
+  /** The JSON text of the call's own value at a path of a root column, NULL when missing. */
+  valueAt(column: string, segs: string[], params: P): string
+  /** The first `then` whose `when` holds, else `otherwise`. */
+  firstOf(cases: { when: string; then: string }[], otherwise: string): string
+  /** JSON text read the way a JSON field is (`''` when missing or JSON null). */
+  read(text: string): Compiled
 }
 
 /**
@@ -112,16 +122,38 @@ function lookup(route: ExpandRoute, refSql: string, params: Params): string {
  * The value is JSON text read the way a JSON field is (`''` when missing), so comparisons, `$convert`
  * and the mixed-type sort treat it exactly as they treat the call's own fields.
  */
-export function expandFieldSql(field: string, binding: ExpandBinding | undefined, params: Params): Compiled | null {
+export function expandedField<P>(field: string, binding: ExpandBinding | undefined, params: P, d: ExpandDialect<P>): Compiled | null {
   const routes = binding?.get(field)
   if (!routes) return null
   const segs = splitPath(field)
   const column = ROOT_COLUMN[segs[0]!]!
-  const whens = routes.map((r) => {
-    const ref = `json_extract_string(${column}, ${params.add(jsonPath(r.prefix.slice(1)))})`
-    return `WHEN starts_with(${ref}, 'weave:///') THEN ${lookup(r, ref, params)}`
+  const cases = routes.map((r) => {
+    const ref = d.refAt(column, r.prefix.slice(1), params)
+    return { when: d.isRef(ref), then: d.lookup(r, ref, params) }
   })
-  const text = `(CASE ${whens.join(' ')} ELSE CAST(json_extract(${column}, ${params.add(jsonPath(segs.slice(1)))}) AS VARCHAR) END)`
-  const raw = `json_extract_string(${text}, '$')`
-  return { sql: `coalesce(${raw}, '')`, raw, type: 'string', json: { column: text, path: `'$'` } }
+  return d.read(d.firstOf(cases, d.valueAt(column, segs.slice(1), params)))
+}
+
+/** Expanded fields in DuckDB's SQL: the bound lists travel as JSON text (see lookup). */
+const DUCKDB_EXPAND: ExpandDialect<Params> = {
+  refAt: (column, segs, params) => `json_extract_string(${column}, ${params.add(jsonPath(segs))})`,
+  isRef: (ref) => `starts_with(${ref}, 'weave:///')`,
+  lookup: (route, ref, params) => {
+    // JSON-encoded lists: a list parameter of only NULLs would have no element type to bind.
+    const refs = params.add(JSON.stringify([...route.values.keys()]))
+    const vals = params.add(JSON.stringify([...route.values.values()]))
+    const list = (p: string) => `unnest(from_json(${p}::JSON, '["VARCHAR"]'))`
+    return `(SELECT x.v FROM (SELECT ${list(refs)} AS r, ${list(vals)} AS v) x WHERE x.r = ${ref})`
+  },
+  valueAt: (column, segs, params) => `CAST(json_extract(${column}, ${params.add(jsonPath(segs))}) AS VARCHAR)`,
+  firstOf: (cases, otherwise) => `(CASE ${cases.map((c) => `WHEN ${c.when} THEN ${c.then}`).join(' ')} ELSE ${otherwise} END)`,
+  read: (text) => {
+    const raw = `json_extract_string(${text}, '$')`
+    return { sql: `coalesce(${raw}, '')`, raw, type: 'string', json: { column: text, path: `'$'` } }
+  },
+}
+
+/** An expanded field in DuckDB's SQL (expandedField). */
+export function expandFieldSql(field: string, binding: ExpandBinding | undefined, params: Params): Compiled | null {
+  return expandedField(field, binding, params, DUCKDB_EXPAND)
 }

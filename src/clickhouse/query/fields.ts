@@ -2,6 +2,9 @@ import type { Compiled, SqlType } from '../../query/compiled.js'
 import { boundValues, resolveCallField, type BoundValues, type CallFieldDialect } from '../../query/fields.js'
 import { feedbackValuesOf, type FeedbackValues } from '../../query/feedback-fields.js'
 import type { ChParams } from './params.js'
+import { expandedField } from '../../query/expand-fields.js'
+import { CH_EXPAND } from './expand.js'
+import { chJsonArgs } from './json.js'
 
 /**
  * Call fields as ClickHouse SQL over the merged call `m` (calls-sql.ts): the same names, types and
@@ -28,8 +31,7 @@ export const CH_DERIVED: Record<string, { sql: string; type: SqlType }> = {
  * or boolean as its text, an object or array as its JSON text, and a missing key or JSON null as ''.
  */
 export function chJsonField(column: string, segs: string[], params: ChParams): Compiled {
-  const keys = segs.map((s) => (/^(0|[1-9]\d{0,8})$/.test(s) ? params.add(Number(s) + 1, 'Int64') : params.add(s, 'String')))
-  const args = [`coalesce(${column}, '')`, ...keys].join(', ')
+  const args = chJsonArgs(column, segs, params)
   const r = `JSONExtractRaw(${args})`
   const text = `multiIf(${r} IN ('', 'null'), '', startsWith(${r}, '"'), JSONExtractString(${args}), ${r})`
   return { sql: text, raw: `if(${r} IN ('', 'null'), NULL, ${text})`, type: 'string', json: { column: args, path: '' } }
@@ -48,13 +50,13 @@ export function chFeedbackField(name: string, values: Map<string, FeedbackValues
   return f.column === 'payload' ? { sql: `coalesce(${raw}, '')`, raw, type: 'string' } : { sql: raw, type: 'string' }
 }
 
-/** Call fields on ClickHouse, with the values bound to the request (feedback; expanded refs not yet). */
+/** Call fields on ClickHouse, with the values bound to the request (feedback, expanded refs). */
 export function chCallFields(bound: BoundValues = {}): CallFieldDialect<ChParams> {
   return {
     derived: CH_DERIVED,
     json: chJsonField,
     feedback: (field, params) => chFeedbackField(field, bound.feedback, params),
-    expand: () => null,
+    expand: (field, params) => expandedField(field, bound.expand, params, CH_EXPAND),
   }
 }
 
