@@ -84,8 +84,14 @@ const REVIEWED: Record<string, Reviewed> = {
     names: ['splitList', 'strList', 'unique'],
     why: 'strList/splitList: from_json($n) placeholders; unique: an IN list of $n placeholders',
   },
-  'src/catalog/table-order.ts': { names: ['orderBy', 'keys'], why: 'row paths are bound as JSON paths; direction from asc|desc' },
-  'src/catalog/tables.ts': { names: ['orderBy', 'strList'], why: 'as table-order.ts and table-chunks.ts' },
+  'src/catalog/table-order.ts': {
+    names: ['orderBy', 'keys', 'cols', 'fields', 'from'],
+    why: 'row paths are bound as JSON paths ($n); direction from asc|desc; cols / from: constant fragments of the callers in tables.ts and table-order.ts',
+  },
+  'src/catalog/tables.ts': {
+    names: ['orderBy', 'strList', 'from'],
+    why: 'as table-order.ts and table-chunks.ts; from: the ENTRIES constant joined on placeholders',
+  },
   'src/clickhouse/calls-sql.ts': {
     names: [
       'by',

@@ -57,6 +57,9 @@ t.test('two sorts of one table each answer in their own order', async (t) => {
       await query({ digest: big, sort_by: [{ field: 's', direction: 'asc' }], limit: 100, offset: 5000 }),
       expect(byS.slice(5000, 5100)),
     )
+    // Past the first 1,000 of an order whose first page was answered by a top-N sort: the whole order is computed.
+    t.same(await query({ digest: big, sort_by: [{ field: 'k', direction: 'desc' }], limit: 50, offset: 990 }), expect(byK.slice(990, 1040)))
+    t.same(await query({ digest: big, sort_by: [{ field: 'k', direction: 'desc' }], limit: 3 }), expect(byK.slice(0, 3)))
   }
 })
 

@@ -1,11 +1,12 @@
-import { createHash } from 'node:crypto'
+import { createHash, hash } from 'node:crypto'
 
 /**
  * Weave's digests (docs/objects.md), so refs written by existing clients resolve here:
  * base64url(sha256(bytes)) with '-'→'X', '_'→'Y' and no padding: 43 characters of [A-Za-z0-9].
  */
 export function digestBytes(bytes: Uint8Array | string): string {
-  return digestOfSha256(createHash('sha256').update(bytes).digest())
+  // The one-shot hash skips the Hash object: ~2x cheaper on ~1 KB rows, which every dataset row pays.
+  return hash('sha256', bytes, 'base64url').replace(/-/g, 'X').replace(/_/g, 'Y')
 }
 
 /** The same digest from a SHA-256 computed elsewhere (files are hashed as they stream in). */
@@ -86,8 +87,9 @@ export function pythonJsonDumps(v: unknown): string {
  * Where JSON.stringify and Python's json.dumps could write a value differently: a character outside ASCII
  * (Python escapes it), a number JS writes without the exponent Python uses (below 1e-4), and integers past
  * 2^53 (JS rounds their digits; a fraction's digits are no integer). A string that merely looks like these only costs the slow path.
+ * (Lookarounds rather than matched neighbours: the engine then tries the digit run only where one starts.)
  */
-const NOT_LIKE_PYTHON = /[^\x00-\x7e]|\de-|0\.0000|(?:^|[^\d.])\d{16,}(?:[^\d.]|$)/
+const NOT_LIKE_PYTHON = /[^\x00-\x7e]|\de-|0\.0000|(?<![\d.])\d{16,}(?![\d.])/
 
 /**
  * `pythonJsonDumps` of a value parsed from JSON text, several times faster on the common rows: JSON.stringify

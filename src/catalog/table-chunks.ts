@@ -1,4 +1,4 @@
-import { BIGINT, VARCHAR, type DuckDBValue } from '@duckdb/node-api'
+import { BIGINT, LIST, listValue, VARCHAR, type DuckDBValue } from '@duckdb/node-api'
 import type { Tx } from './db.js'
 import { tableDigest } from './digest.js'
 
@@ -119,16 +119,22 @@ export async function writeChunks(tx: Tx, project: string, e: Entries, base: num
     out.starts.push(base + at)
   }
   if (fresh.size === 0) return out
-  const entries = [...fresh.values()]
-  await tx.run(
-    `INSERT INTO table_chunks SELECT $1, unnest(${splitList(2)}), unnest(list_transform(string_split($3, ';'), x -> string_split(x, ','))),
-      unnest(list_transform(string_split($4, ';'), x -> list_transform(string_split(x, ','), y -> y::BIGINT)))
-      ON CONFLICT DO NOTHING`,
+  // Chunks already stored (shared with another table) are left as they are; the rest go through the appender:
+  // an INSERT … ON CONFLICT of the same lists, split from joined strings, cost ~7x more per 10 MB dataset chunk.
+  const stored = await tx.all<{ digest: string }>(
+    `SELECT digest FROM table_chunks WHERE project_id = $1 AND digest IN (SELECT unnest(${splitList(2)}))`,
+    [project, [...fresh.keys()].join(',')],
+  )
+  for (const r of stored) fresh.delete(r.digest)
+  const entries = [...fresh]
+  await tx.append(
+    'table_chunks',
+    [VARCHAR, VARCHAR, LIST(VARCHAR), LIST(BIGINT)],
     [
-      project,
-      [...fresh.keys()].join(','),
-      entries.map((x) => x.digests.join(',')).join(';'),
-      entries.map((x) => x.seqs.join(',')).join(';'),
+      entries.map(() => project),
+      entries.map(([d]) => d),
+      entries.map(([, x]) => listValue(x.digests)),
+      entries.map(([, x]) => listValue(x.seqs.map(BigInt))),
     ],
   )
   return out

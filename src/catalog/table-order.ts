@@ -14,10 +14,16 @@ export const ENTRIES = `(SELECT cs + j - 1 AS i, d, s FROM (
     FROM (SELECT unnest(chunk_digests) AS cd, unnest(chunk_starts) AS cs FROM table_lists WHERE project_id = $1 AND digest = $2) c
     JOIN table_chunks k ON k.project_id = $1 AND k.digest = c.cd))`
 
-/** Mixed-type order, as calls sort JSON fields: numbers before strings, missing last, in either direction; ties in table order. */
-export function orderBy(sort: TableQueryReq['sort_by'], params: DuckDBValue[]): string {
+/**
+ * `SELECT <cols>` from `<from>` (which must name the row `r` and a position `i`), in the calls' mixed-type order
+ * for JSON fields: numbers before strings, missing last, in either direction; ties in table order. Each field is
+ * extracted once, in a subquery: json_extract_string parses the row's whole JSON text, and with it written in each
+ * of the four sort keys the extraction was most of a sort's time.
+ */
+export function sortedSelect(cols: string, from: string, sort: TableQueryReq['sort_by'], params: DuckDBValue[]): string {
+  const fields: string[] = []
   const keys: string[] = []
-  for (const s of sort ?? []) {
+  ;(sort ?? []).forEach((s, k) => {
     // The JSON path is a bound parameter, never SQL text; the schema keeps segments to [A-Za-z0-9_-] (no quotes).
     params.push(
       '$' +
@@ -26,11 +32,11 @@ export function orderBy(sort: TableQueryReq['sort_by'], params: DuckDBValue[]): 
           .map((seg) => `."${seg}"`)
           .join(''),
     )
-    const x = `json_extract_string(r.val_dump, $${params.length})`
+    fields.push(`, json_extract_string(r.val_dump, $${params.length}) AS x${k}`)
     const dir = s.direction === 'desc' ? 'DESC' : 'ASC'
-    keys.push(`(${x}) IS NULL ASC`, `TRY_CAST(${x} AS DOUBLE) IS NULL ASC`, `TRY_CAST(${x} AS DOUBLE) ${dir}`, `(${x}) ${dir}`)
-  }
-  return `ORDER BY ${[...keys, 'u.i ASC'].join(', ')}`
+    keys.push(`x${k} IS NULL ASC`, `TRY_CAST(x${k} AS DOUBLE) IS NULL ASC`, `TRY_CAST(x${k} AS DOUBLE) ${dir}`, `x${k} ${dir}`)
+  })
+  return `SELECT ${cols} FROM (SELECT *${fields.join('')} FROM ${from}) ORDER BY ${[...keys, 'i ASC'].join(', ')}`
 }
 
 /** Rows of the head of an order kept with it, and at most this many bytes of them (per order). */
@@ -38,25 +44,37 @@ const HEAD_ROWS = 1000
 const HEAD_BYTES = 256 * 1024
 /** Orders kept at once, whatever their size: with HEAD_BYTES, bounds the heads' memory at 32 MB. */
 const MAX_ORDERS = 128
+/**
+ * A request whose rows all lie among the first this many of an order sorts only them (DuckDB's top-N, `ORDER BY …
+ * LIMIT`): the first pages are the ones read most, and a full order is computed only when a later page is asked.
+ */
+export const TOP_ROWS = HEAD_ROWS
 
 /**
  * A table's positions (and row seqs) in one sort order, and the values of its first rows: the first pages of a
  * sorted table are the ones read most, and its rows lie scattered over the project's storage, where reading one
- * means decoding its neighbours too.
+ * means decoding its neighbours too. A partial order (`complete` false) holds only the first rows of the order.
  */
 export interface SortOrder {
   positions: Int32Array
   seqs: Float64Array
   head: StoredRow[]
+  complete: boolean
 }
 
-async function computeOrder(q: Reader, project: string, table: string, sort: NonNullable<TableQueryReq['sort_by']>): Promise<SortOrder> {
+type Sort = NonNullable<TableQueryReq['sort_by']>
+
+async function computeOrder(q: Reader, project: string, table: string, n: number, sort: Sort, top?: number): Promise<SortOrder> {
   const params: DuckDBValue[] = [project, table]
-  const rows = await q.all<{ i: bigint; s: bigint }>(
-    `SELECT u.i, u.s FROM ${ENTRIES} u JOIN table_rows r ON r.project_id = $1 AND r.seq = u.s ${orderBy(sort, params)}`,
-    params,
-  )
-  const out: SortOrder = { positions: new Int32Array(rows.length), seqs: new Float64Array(rows.length), head: [] }
+  let sql = sortedSelect('i, s', `${ENTRIES} u JOIN table_rows r ON r.project_id = $1 AND r.seq = u.s`, sort, params)
+  if (top !== undefined) sql += ` LIMIT $${params.push(top)}`
+  const rows = await q.all<{ i: bigint; s: bigint }>(sql, params)
+  const out: SortOrder = {
+    positions: new Int32Array(rows.length),
+    seqs: new Float64Array(rows.length),
+    head: [],
+    complete: rows.length >= n,
+  }
   rows.forEach((r, k) => {
     out.positions[k] = Number(r.i)
     out.seqs[k] = Number(r.s)
@@ -74,7 +92,8 @@ async function computeOrder(q: Reader, project: string, table: string, sort: Non
 
 /**
  * Sort orders of tables, computed once per (project, table, sort) and kept while they fit: a stored table
- * never changes, so an order never goes stale. Least recently used orders leave first.
+ * never changes, so an order never goes stale. Least recently used orders leave first. A request within the
+ * first TOP_ROWS of an order computes (and keeps) only those; one past them computes the whole order.
  */
 export class SortOrderCache {
   private readonly orders = new Map<string, Promise<SortOrder>>()
@@ -83,20 +102,27 @@ export class SortOrderCache {
 
   constructor(private readonly maxPositions = MAX_CACHED_POSITIONS) {}
 
-  async get(q: Reader, project: string, table: string, n: number, sort: NonNullable<TableQueryReq['sort_by']>): Promise<SortOrder> {
+  /** An order holding at least positions [0, upTo) of the sorted table (of n rows). */
+  async get(q: Reader, project: string, table: string, n: number, sort: Sort, upTo: number): Promise<SortOrder> {
     const key = JSON.stringify([project, table, sort.map((s) => [s.field, s.direction])])
     const hit = this.orders.get(key)
     if (hit) {
       this.orders.delete(key)
       this.orders.set(key, hit)
-      return hit
+      const order = await hit
+      if (order.complete || upTo <= order.positions.length) return order
     }
-    const p = computeOrder(q, project, table, sort)
-    if (n > this.maxPositions) return p
+    const top = upTo <= TOP_ROWS && n > TOP_ROWS ? TOP_ROWS : undefined
+    const p = computeOrder(q, project, table, n, sort, top)
+    const size = top ?? n
+    if (size > this.maxPositions) return p
+    this.drop(key)
     this.orders.set(key, p)
-    this.sizes.set(key, n)
-    this.held += n
-    p.catch(() => this.drop(key))
+    this.sizes.set(key, size)
+    this.held += size
+    p.catch(() => {
+      if (this.orders.get(key) === p) this.drop(key)
+    })
     while (this.held > this.maxPositions || this.orders.size > MAX_ORDERS) this.drop(this.orders.keys().next().value!)
     return p
   }

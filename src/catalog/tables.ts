@@ -17,7 +17,7 @@ import {
   type StoredRow,
   type TableList,
 } from './table-chunks.js'
-import { ENTRIES, orderBy, SortOrderCache } from './table-order.js'
+import { ENTRIES, sortedSelect, SortOrderCache } from './table-order.js'
 import { DomainError } from '../core/errors.js'
 import type { TablesBackend } from './backends.js'
 import { applyUpdates, checkCount, checkExpected, MAX_REQUEST_ROWS, MAX_TABLE_ROWS, toRow, toStored } from './table-rules.js'
@@ -136,7 +136,7 @@ export class TableStore implements TablesBackend {
     const from = q.offset ?? 0
     const to = q.limit === undefined || q.limit === null ? list.n : from + q.limit
     if (q.sort_by?.length) {
-      const order = await this.orders.get(this.catalog, project, q.digest, list.n, q.sort_by)
+      const order = await this.orders.get(this.catalog, project, q.digest, list.n, q.sort_by, Math.min(to, list.n))
       const positions = [...order.positions.subarray(from, to)]
       const inHead = from + positions.length <= order.head.length
       const rows = inHead ? null : await rowsBySeq(this.catalog, project, [...order.seqs.subarray(from, to)])
@@ -192,8 +192,8 @@ export class TableStore implements TablesBackend {
   /** With a digest filter: one statement over the table's entries (the filter can keep rows anywhere). */
   private async filtered(project: string, q: Omit<TableQueryReq, 'project_id'>): Promise<TableRow[]> {
     const params: DuckDBValue[] = [project, q.digest, JSON.stringify(q.filter!.row_digests)]
-    let sql = `SELECT u.i AS original_index, u.d AS digest, r.val_dump FROM ${ENTRIES} u
-      JOIN table_rows r ON r.project_id = $1 AND r.seq = u.s WHERE list_contains(${strList(3)}, u.d) ${orderBy(q.sort_by, params)}`
+    const from = `${ENTRIES} u JOIN table_rows r ON r.project_id = $1 AND r.seq = u.s WHERE list_contains(${strList(3)}, u.d)`
+    let sql = sortedSelect('i AS original_index, d AS digest, val_dump', `(SELECT u.i, u.d, r.val_dump FROM ${from}) r`, q.sort_by, params)
     if (q.limit !== undefined && q.limit !== null) sql += ` LIMIT $${params.push(q.limit)}`
     if (q.offset) sql += ` OFFSET $${params.push(q.offset)}`
     const rows = await this.catalog.all<{ original_index: bigint; digest: string; val_dump: string }>(sql, params)
