@@ -15,6 +15,11 @@ export interface Sample {
   eld_p99_ms: number
   eld_max_ms: number
   load_avg_1m: number
+  /** DuckDB's own figures (/admin/stats memory.duckdb): what of the RSS the calls store and the catalog hold, and spill. */
+  duckdb_calls_mib?: number
+  duckdb_catalog_mib?: number
+  spilled_mib?: number
+  heap_mib?: number
 }
 
 /** Flat: a least-squares slope after the warm-up at or under these (per minute). Over 30 minutes: ≤ 150 MiB, ≤ 15 fds. */

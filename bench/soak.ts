@@ -62,6 +62,10 @@ async function sample(url: string, headers: Record<string, string>, pid: number,
     eld_p99_ms: st.event_loop_delay_ms.p99,
     eld_max_ms: st.event_loop_delay_ms.max,
     load_avg_1m: os.loadavg()[0]!,
+    duckdb_calls_mib: mib(st.memory.duckdb?.calls?.in_use_bytes ?? 0),
+    duckdb_catalog_mib: mib(st.memory.duckdb?.catalog?.in_use_bytes ?? 0),
+    spilled_mib: mib((st.memory.duckdb?.calls?.spilled_bytes ?? 0) + (st.memory.duckdb?.catalog?.spilled_bytes ?? 0)),
+    heap_mib: mib(st.memory.heap_used_bytes),
   }
 }
 

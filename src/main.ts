@@ -24,7 +24,7 @@ Usage:
              [--inference-backend auto|tensorflow|wasm|cpu] [--model-replicas N]
              [--tool-call-parser hermes|llama3_json] [--reasoning-parser deepseek_r1|qwen3]
              [--storage embedded|clickhouse|chdb] [--clickhouse-url URL] [--clickhouse-database DB]
-             [--clickhouse-cluster NAME] [--chdb-path DIR]
+             [--clickhouse-cluster NAME] [--chdb-path DIR] [--memory-limit SIZE]
   weft keys create --user USER [--name NAME] [--entities e1,e2] [--admin] [--data-dir D]
   weft keys list [--data-dir D]
   weft keys revoke KEY_ID [--data-dir D]
@@ -48,7 +48,8 @@ WEFT_CALLS_FLUSH_INTERVAL_MS, WEFT_QUERY_TIMEOUT_MS, WEFT_MAX_QUERY_ROWS, WEFT_I
 WEFT_INGEST_QUEUE, WEFT_PRICES, WEFT_MODEL, WEFT_SERVED_MODEL_NAME, WEFT_SCHEDULING_POLICY, WEFT_MAX_NUM_SEQS,
 WEFT_KV_CACHE_TOKENS, WEFT_MAX_WAITING_REQUESTS, WEFT_PREFILL_CHUNK, WEFT_INFERENCE_BACKEND,
 WEFT_MODEL_REPLICAS, WEFT_TOOL_CALL_PARSER, WEFT_REASONING_PARSER, WEFT_STORAGE (embedded), WEFT_CLICKHOUSE_URL
-(http://127.0.0.1:8123), WEFT_CLICKHOUSE_DATABASE (weft), WEFT_CLICKHOUSE_CLUSTER, WEFT_CHDB_PATH (<data dir>/chdb). Flags win over the environment; the README's configuration table (the chat engine's: docs/chat.md) has every default.
+(http://127.0.0.1:8123), WEFT_CLICKHOUSE_DATABASE (weft), WEFT_CLICKHOUSE_CLUSTER, WEFT_CHDB_PATH (<data dir>/chdb), WEFT_MEMORY_LIMIT
+(a quarter of RAM, 256 MiB to 4 GiB). Flags win over the environment; the README's configuration table (the chat engine's: docs/chat.md) has every default.
 
 The first start (with no WEFT_API_KEY) creates an admin key, prints it once and keeps it in
 <data dir>/admin-key, readable only by its owner: KEY=$(cat data/admin-key). 'weft keys create' makes more.

@@ -80,6 +80,7 @@ async function openStores(config: Config, log: Logger, parts: Parts): Promise<Op
       flushRows: config.callsFlushRows,
       flushIntervalMs: config.callsFlushIntervalMs,
       queryTimeoutMs: config.queryTimeoutMs,
+      memoryLimit: config.memoryLimit,
     }))
     log.info(calls.recovered, 'calls write-ahead log replayed')
   } else {
@@ -244,7 +245,7 @@ async function abandon(p: Parts): Promise<void> {
 export async function startServer(config: Config, log: Logger, opts: StartOptions = {}): Promise<RunningServer> {
   // Long work (log replay, rollup builds, compactions, model loads) reports its progress in the server's log.
   progress.useLogger(log)
-  const parts: Parts = { catalog: await Catalog.open(config.dataDir), models: [] }
+  const parts: Parts = { catalog: await Catalog.open(config.dataDir, { memoryLimit: config.memoryLimit }), models: [] }
   try {
     const p = await openStores(config, log, parts)
     const firstKey = await ensureAdminKey(config, log, p.keys)

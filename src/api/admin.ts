@@ -1,5 +1,6 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
 import { KeyError, type KeyInfo, type KeyStore } from '../catalog/keys.js'
+import { duckdbMemory } from '../core/duckdb-memory.js'
 import { DomainError } from '../core/errors.js'
 import { progress } from '../core/progress.js'
 import { route, type Ctx, type Reply, type RouteDef } from './route.js'
@@ -66,7 +67,8 @@ function processStats(d: AdminDeps, eld: IntervalHistogram) {
         samples: eld.count,
         resolution_ms: ELD_RESOLUTION_MS,
       },
-      memory: { rss_bytes: mem.rss, heap_used_bytes: mem.heapUsed, external_bytes: mem.external },
+      // DuckDB's figures per instance (limit, in memory, spilled) beside the process's: what holds the RSS.
+      memory: { rss_bytes: mem.rss, heap_used_bytes: mem.heapUsed, external_bytes: mem.external, duckdb: await duckdbMemory() },
       storage: d.storage ?? { backend: 'embedded' },
       calls: calls ? calls.stats() : null,
       ingest: d.ingest?.stats ?? null,

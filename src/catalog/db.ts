@@ -2,6 +2,8 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { DuckDBDataChunk, DuckDBInstance, type DuckDBConnection, type DuckDBType, type DuckDBValue } from '@duckdb/node-api'
 import { MIGRATIONS } from './migrations.js'
+import { defaultMemoryLimit } from '../core/config.js'
+import { cleanSpill, duckdbMemorySettings, forgetMemory, reportMemory, spillDir } from '../core/duckdb-memory.js'
 import { hit } from '../core/failpoints.js'
 import { checkCatalogWal, WalGuard } from './wal-guard.js'
 
@@ -35,13 +37,18 @@ export class Catalog {
     private readonly walGuard: WalGuard,
   ) {}
 
-  static async open(dataDir: string): Promise<Catalog> {
+  /** `memoryLimit`: the process's DuckDB budget in bytes (`--memory-limit`); the catalog takes its share. */
+  static async open(dataDir: string, opts: { memoryLimit?: number } = {}): Promise<Catalog> {
     await fs.mkdir(dataDir, { recursive: true })
     const file = path.join(dataDir, CATALOG_FILE)
     await checkCatalogWal(file)
     let instance: DuckDBInstance
     try {
-      instance = await DuckDBInstance.create(file, { checkpoint_threshold: CHECKPOINT_THRESHOLD })
+      const spill = spillDir(dataDir, 'catalog')
+      const memory = duckdbMemorySettings(opts.memoryLimit ?? defaultMemoryLimit(), 'catalog', spill)
+      instance = await DuckDBInstance.create(file, { checkpoint_threshold: CHECKPOINT_THRESHOLD, ...memory })
+      // Only now, with the file's lock held, are leftover spill files surely no other process's.
+      await cleanSpill(spill)
     } catch (e) {
       const msg = (e as Error).message
       if (/Could not set lock/i.test(msg)) throw new CatalogLockedError(msg)
@@ -49,6 +56,7 @@ export class Catalog {
       throw new Error(`catalog ${file} cannot be opened: ${msg}`, { cause: e })
     }
     const cat = new Catalog(instance, await instance.connect(), await instance.connect(), file, await WalGuard.open(file))
+    reportMemory('catalog', instance)
     await cat.migrate()
     return cat
   }
@@ -119,6 +127,7 @@ export class Catalog {
     // A checkpoint folds the WAL into the file so the next open does not replay it.
     await this.conn.run('CHECKPOINT').catch(() => {})
     await this.walGuard.close()
+    forgetMemory('catalog', this.instance)
     this.readConn.closeSync()
     this.conn.closeSync()
     this.instance.closeSync()

@@ -1,3 +1,4 @@
+import os from 'node:os'
 import path from 'node:path'
 
 /** `--tool-call-parser` values: the parsers in inference/parsers/tool-parsers.ts. */
@@ -67,6 +68,8 @@ export interface Config {
   reasoningParser: ReasoningParserName | null
   /** Where calls live: the embedded DuckDB store, a ClickHouse server, or ClickHouse in-process (chdb). */
   storage: StorageConfig
+  /** Bytes DuckDB may hold in memory, the calls store's and the catalog's instances together (past it they spill to disk). */
+  memoryLimit: number
 }
 
 export const STORAGE_KINDS = ['embedded', 'clickhouse', 'chdb'] as const
@@ -151,6 +154,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'clickhouse-database': 'WEFT_CLICKHOUSE_DATABASE',
   'clickhouse-cluster': 'WEFT_CLICKHOUSE_CLUSTER',
   'chdb-path': 'WEFT_CHDB_PATH',
+  'memory-limit': 'WEFT_MEMORY_LIMIT',
 }
 
 export class ConfigError extends Error {}
@@ -255,7 +259,43 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     toolCallParser: get('tool-call-parser') ? oneOf('tool-call-parser', get('tool-call-parser'), TOOL_PARSERS, 'hermes') : null,
     reasoningParser: get('reasoning-parser') ? oneOf('reasoning-parser', get('reasoning-parser'), REASONING_PARSERS, 'qwen3') : null,
     storage: storageConfig(get, dataDir),
+    memoryLimit: byteSize('memory-limit', get('memory-limit'), defaultMemoryLimit()),
   }
+}
+
+/**
+ * A quarter of the memory this process may use (the container's limit when there is one), at least 256 MiB and at
+ * most 4 GiB: DuckDB's own default (80 % of RAM per instance, two instances) let one process reach 18 GB, and the
+ * rest of the process (V8's heap, the models' weights, ingest workers) needs room beside it.
+ */
+export function defaultMemoryLimit(): number {
+  const constrained = process.constrainedMemory?.() ?? 0
+  const ram = constrained > 0 ? Math.min(constrained, os.totalmem()) : os.totalmem()
+  return Math.min(4 * 2 ** 30, Math.max(256 * 2 ** 20, Math.floor(ram / 4)))
+}
+
+const SIZE_UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  kb: 1e3,
+  mb: 1e6,
+  gb: 1e9,
+  tb: 1e12,
+  kib: 2 ** 10,
+  mib: 2 ** 20,
+  gib: 2 ** 30,
+  tib: 2 ** 40,
+}
+
+/** A size as DuckDB writes it (`512MB`, `2GiB`, or plain bytes): decimal units are powers of 1000, binary ones of 1024. */
+export function byteSize(name: string, v: string | undefined, fallback: number): number {
+  if (v === undefined || v === '') return fallback
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(v)
+  const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined
+  const n = m && unit ? Math.floor(Number(m[1]) * unit) : NaN
+  if (!(n >= 64 * 2 ** 20 && n <= 2 ** 50))
+    throw new ConfigError(`${name} must be a size from 64MiB up (e.g. 512MB, 4GiB, or bytes), got ${JSON.stringify(v)}`)
+  return n
 }
 
 function storageConfig(get: (flag: string) => string | undefined, dataDir: string): StorageConfig {

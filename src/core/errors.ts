@@ -59,6 +59,11 @@ export function toDomainError(e: unknown): DomainError {
     return new DomainError(507, 'Insufficient storage: the disk is full, so this write was not acknowledged; retry once there is room', {
       retryAfterS: 30,
     })
+  // DuckDB past its memory_limit (--memory-limit) with nothing left to spill: a load condition, not a bug.
+  if (e instanceof Error && /Out of Memory Error/.test(e.message))
+    return new DomainError(503, 'The server is out of query memory (--memory-limit); retry shortly or narrow the request', {
+      retryAfterS: 5,
+    })
   return new DomainError(500, 'Internal server error')
 }
 

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api'
+import { cleanSpill, duckdbMemorySettings, reportMemory, spillDir } from '../../core/duckdb-memory.js'
 import { progress, type Task } from '../../core/progress.js'
 import { CHECKSUMS, damagedSegment, recordSegments, verifySegments } from './checksums.js'
 import { withDefaults, type StoreOptions } from './options.js'
@@ -24,7 +25,17 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   const dir = path.join(dataDir, 'calls')
   const manifest = await openDir(dir)
   await verifySegments(dir, manifest.segments)
-  const db = await DuckDBInstance.create(':memory:')
+  // Held to its share of the budget: without a limit DuckDB takes up to 80 % of RAM (the soak reached 18 GB).
+  const spill = spillDir(dataDir, 'calls')
+  await cleanSpill(spill)
+  const db = await DuckDBInstance.create(':memory:', {
+    ...duckdbMemorySettings(opts.memoryLimit, 'calls', spill),
+    // A flush deletes its parts from the tail, but DuckDB frees deleted rows only at a checkpoint, which an
+    // in-memory database otherwise reaches rarely: the dead rows of every flush piled up (with a budget, until
+    // inserts failed out of memory). A checkpoint each flush's worth of writes keeps at most one flush of them.
+    checkpoint_threshold: `${Math.max(1, Math.floor(opts.flushBytes / 2 ** 20))}MiB`,
+  })
+  reportMemory('calls', db)
   const writer = await db.connect()
   // Segment files never change once named (names are never reused): their footers can be cached,
   // which saves re-reading ten footers for every query of a large store.
@@ -46,6 +57,9 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   storage.seq = BigInt(manifest.segments.reduce((m, seg) => Math.max(m, seg.max_seq), 0))
   await refreshView(maint, dir, manifest.segments).catch((e: Error) => namedFailure(maint, dir, manifest, e))
   storage.onSegments(() => recordSegments(dir, storage.manifest.segments))
+  // A flush deletes its parts from the tail table; DuckDB frees deleted rows (and their long strings) only at a
+  // checkpoint, and the threshold below alone left most of them: the tail's dead rows grew by a flush each time.
+  storage.onSegments((event) => (event === 'flush' ? maint.run('CHECKPOINT').then(() => {}) : Promise.resolve()))
   // A compacted segment without a readable page index gets one in the background; until then pages merge.
   if ((await attachPageIndex(maint, dir, manifest.segments)).length) void storage.exclusive(() => ensurePageIndex(storage)).catch(() => {})
   // A start with 100M parts in its logs takes minutes: it reports how far it is (and /ready waits for it).
