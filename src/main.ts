@@ -49,7 +49,7 @@ WEFT_INGEST_QUEUE, WEFT_PRICES, WEFT_MODEL, WEFT_SERVED_MODEL_NAME, WEFT_SCHEDUL
 WEFT_KV_CACHE_TOKENS, WEFT_MAX_WAITING_REQUESTS, WEFT_PREFILL_CHUNK, WEFT_INFERENCE_BACKEND,
 WEFT_MODEL_REPLICAS, WEFT_TOOL_CALL_PARSER, WEFT_REASONING_PARSER, WEFT_STORAGE (embedded), WEFT_CLICKHOUSE_URL
 (http://127.0.0.1:8123), WEFT_CLICKHOUSE_DATABASE (weft), WEFT_CLICKHOUSE_CLUSTER, WEFT_CHDB_PATH (<data dir>/chdb), WEFT_MEMORY_LIMIT
-(a quarter of RAM, 256 MiB to 4 GiB). Flags win over the environment; the README's configuration table and the docs pages it links have every default.
+(80 % of RAM). Flags win over the environment; the README's configuration table and the docs pages it links have every default.
 
 The first start (with no WEFT_API_KEY) creates an admin key, prints it once and keeps it in
 <data dir>/admin-key, readable only by its owner: KEY=$(cat data/admin-key). 'weft keys create' makes more.

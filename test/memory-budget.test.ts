@@ -155,6 +155,6 @@ t.test('the budget as a size, from a flag or the environment, with a default siz
   for (const bad of ['1MB', '-5GB', '12XB', '1e9', 'GB'])
     t.throws(() => loadConfig({ 'memory-limit': bad }, {}), { message: /memory-limit must be a size/ }, `${bad} is refused`)
   const ram = Math.min(os.totalmem(), process.constrainedMemory?.() || Infinity)
-  const expected = Math.min(4 * 1024 ** 3, Math.max(256 * MiB, Math.floor(ram / 4)))
-  t.equal(loadConfig({}, {}).memoryLimit, expected, 'default: a quarter of RAM within [256 MiB, 4 GiB]')
+  const expected = Math.max(256 * MiB, Math.floor(ram * 0.8))
+  t.equal(loadConfig({}, {}).memoryLimit, expected, "default: DuckDB's own 80 % of RAM, for both instances together")
 })

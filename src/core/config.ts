@@ -271,7 +271,10 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
 export function defaultMemoryLimit(): number {
   const constrained = process.constrainedMemory?.() ?? 0
   const ram = constrained > 0 ? Math.min(constrained, os.totalmem()) : os.totalmem()
-  return Math.min(4 * 2 ** 30, Math.max(256 * 2 ** 20, Math.floor(ram / 4)))
+  // DuckDB's own default (80 % of RAM) for the two instances together, not each: a tighter default turned memory
+  // pressure into refused writes (a tail insert out of memory stops the store until a restart; the 30-minute soak
+  // hit it at 3 GiB). Operators who want less set --memory-limit, and queries spill past it.
+  return Math.max(256 * 2 ** 20, Math.floor(ram * 0.8))
 }
 
 const SIZE_UNITS: Record<string, number> = {
