@@ -180,6 +180,48 @@ t.test('a logged batch that cannot reach the tail stops acknowledgements; a rest
   t.same(await ops(again), ['before', 'marked'], 'both acknowledged calls are back; the refused one was never stored')
 })
 
+t.test('a tail insert out of memory is retried, batch by batch: nothing is refused or lost', async (t) => {
+  // The first three inserts fail as DuckDB does past --memory-limit: the group, then its first batch twice.
+  const s = await startServer({ env: { WEFT_FAILPOINTS: 'tail-oom:3' } })
+  t.teardown(() => s.stop())
+  const ids = Array.from({ length: 4 }, () => hex(16))
+  const sent = await Promise.all(
+    ids.map((id) =>
+      post(s, '/call/start', {
+        start: { project_id: P, id, trace_id: hex(32), op_name: 'oom', started_at: '2026-01-01T00:00:00Z', attributes: {}, inputs: {} },
+      }),
+    ),
+  )
+  t.same(
+    sent.map((r) => r.status),
+    [200, 200, 200, 200],
+  )
+  const got = (await (await post(s, '/calls/query', { project_id: P, columns: ['id'] })).json()) as { calls: { id: string }[] }
+  t.same(got.calls.map((c) => c.id).sort(), [...ids].sort(), 'every acknowledged call is readable')
+  const stats = (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as {
+    calls: { tail_failure: string | null; tail_oom_retries: number }
+  }
+  t.equal(stats.calls.tail_failure, null, 'the store did not stop')
+  t.equal(stats.calls.tail_oom_retries, 2, 'two retries after the group and the first single attempt failed')
+  t.equal(
+    (
+      await post(s, '/call/start', {
+        start: {
+          project_id: P,
+          id: hex(16),
+          trace_id: hex(32),
+          op_name: 'after',
+          started_at: '2026-01-01T00:00:00Z',
+          attributes: {},
+          inputs: {},
+        },
+      })
+    ).status,
+    200,
+    'still acknowledging',
+  )
+})
+
 t.test('past the ingest queue bound the answer is 503, and every acknowledged call is stored', async (t) => {
   const s = await startServer({ env: { WEFT_INGEST_WORKERS: '1', WEFT_INGEST_QUEUE: '2' } })
   t.teardown(() => s.stop())

@@ -60,6 +60,8 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   // A flush deletes its parts from the tail table; DuckDB frees deleted rows (and their long strings) only at a
   // checkpoint, and the threshold below alone left most of them: the tail's dead rows grew by a flush each time.
   storage.onSegments((event) => (event === 'flush' ? maint.run('CHECKPOINT').then(() => {}) : Promise.resolve()))
+  // A tail insert out of memory retries after a checkpoint (see Tail.moveRetrying).
+  tail.relieve = () => maint.run('CHECKPOINT').then(() => {})
   // A compacted segment without a readable page index gets one in the background; until then pages merge.
   if ((await attachPageIndex(maint, dir, manifest.segments)).length) void storage.exclusive(() => ensurePageIndex(storage)).catch(() => {})
   // A start with 100M parts in its logs takes minutes: it reports how far it is (and /ready waits for it).

@@ -62,6 +62,10 @@ export class Storage implements StorageState {
   async append(record: Buffer, count: number): Promise<void> {
     if (this.closed) throw new DomainError(503, 'The calls store is closed')
     if (this.tail.failure) throw this.tail.failedError()
+    // While the tail is short of memory, batches queue up unmoved: past their bound, refuse before logging
+    // rather than hold every writer (nothing refused here was acknowledged, so a client retry adds nothing twice).
+    if (this.tail.retrying && this.tail.unmovedBytes > this.opts.maxUnmovedBytes)
+      throw new DomainError(503, 'The calls store is short of memory and catching up on its tail; retry shortly', { retryAfterS: 2 })
     // Log and generation are taken together: a flush may switch logs while this append waits.
     const wal = this.wal
     const gen = walNumber(this.manifest.wals[this.manifest.wals.length - 1]!)
@@ -177,6 +181,7 @@ export class Storage implements StorageState {
       tail_bytes: this.tail.bytes,
       tail_unmoved_bytes: this.tail.unmovedBytes,
       tail_failure: this.tail.failure ? String((this.tail.failure as Error).message) : null,
+      tail_oom_retries: this.tail.oomRetries,
       segments: this.manifest.segments.length,
       segment_rows: this.segmentRows,
       segment_bytes: this.manifest.segments.reduce((a, x) => a + x.bytes, 0),

@@ -1,5 +1,6 @@
 import { blobValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api'
 import { DomainError } from '../../core/errors.js'
+import { failpointCount } from '../../core/failpoints.js'
 import { PARTS_JSON_TYPE, PART_COLUMNS } from '../model.js'
 
 /** Tail rows also carry the number of the log they were appended to, so a flush takes exactly that log's parts. */
@@ -11,6 +12,20 @@ const TAIL_COLUMNS = PART_COLUMNS + ', wal_gen INTEGER NOT NULL'
  */
 const TAIL_MARKER = Buffer.from('weft-failpoint:tail-insert')
 const tailFailpoint = (process.env.WEFT_FAILPOINTS ?? '').split(',').includes('tail-insert')
+/** WEFT_FAILPOINTS=tail-oom:N: the first N tail inserts fail as DuckDB does past its memory limit. */
+let oomFailpoint = failpointCount('tail-oom') ?? 0
+
+/**
+ * How long a batch that runs the tail insert out of memory is retried before the store gives up on it (and
+ * stops acknowledging, as for any other failure). Memory comes back as queries finish and as a flush's
+ * checkpoint frees the tail's dead rows; both take seconds, not minutes.
+ */
+const OOM_RETRY_MS = 120_000
+const OOM_BACKOFF_MAX_MS = 2_000
+
+function outOfMemory(e: unknown): boolean {
+  return e instanceof Error && /Out of Memory Error/.test(e.message)
+}
 
 /**
  * Encoded batches (see encodeParts) reach the tail in two steps: each is put in a one-row-per-batch
@@ -49,12 +64,18 @@ export class Tail {
   since = 0
   /** Set when a logged batch could not be added to the tail; see drain. */
   failure: unknown = null
+  /** Tail inserts retried after running out of memory (see moveRetrying), and whether one is retrying now. */
+  oomRetries = 0
+  retrying = false
+  /** Frees what memory the database can give back (set by the store: a checkpoint drops the tail's dead rows). */
+  relieve: () => Promise<void> = () => Promise.resolve()
   /** Batches logged or being logged but not yet in the tail, per log generation (see flushTail). */
   private readonly pendingByGen = new Map<number, number>()
   private pendingDrained: (() => void)[] = []
   /** Batches waiting for the tail; they go in together, one statement for all (see drain). */
   private staged: Staged[] = []
   private inserting = false
+  private stageDirty = false
   private insertStmts?: { stage: DuckDBPreparedStatement; move: DuckDBPreparedStatement }
   /** Batches handed to the tail, and those through (in order: groups go in FIFO). */
   private stagedTotal = 0
@@ -154,7 +175,7 @@ export class Tail {
       const group = this.staged
       this.staged = []
       try {
-        const n = await this.move(group)
+        const n = await this.moveRetrying(group)
         for (const g of group) g.resolve(n)
       } catch (e) {
         // The batches are in the log but not in the tail: a flush now would drop them with the log.
@@ -170,12 +191,52 @@ export class Tail {
     this.inserting = false
   }
 
+  /**
+   * A group that runs DuckDB out of memory goes in again one batch at a time (a group parses all its batches in
+   * one statement, so one at a time needs less), each retried with backoff while memory is short. A failed insert
+   * is one statement and leaves nothing behind, so a retry cannot add a part twice. Any other error is final.
+   */
+  private async moveRetrying(group: Staged[]): Promise<number> {
+    try {
+      return await this.move(group)
+    } catch (e) {
+      if (!outOfMemory(e)) throw e
+    }
+    this.retrying = true
+    try {
+      let n = 0
+      for (const g of group) n += await this.moveOne(g, Date.now())
+      return n
+    } finally {
+      this.retrying = false
+    }
+  }
+
+  private async moveOne(g: Staged, since: number): Promise<number> {
+    for (let attempt = 0; ; attempt++) {
+      if (attempt > 0) {
+        this.oomRetries++
+        await this.relieve().catch(() => {})
+        await new Promise((r) => setTimeout(r, Math.min(OOM_BACKOFF_MAX_MS, 50 * 2 ** attempt)))
+      }
+      try {
+        return await this.move([g])
+      } catch (e) {
+        if (!outOfMemory(e) || Date.now() - since > OOM_RETRY_MS) throw e
+      }
+    }
+  }
+
   /** One group of batches into the tail table, by way of the stage table; the number of parts it added. */
   private async move(group: Staged[]): Promise<number> {
     this.insertStmts ??= { stage: await this.writer.prepare(STAGE_SQL), move: await this.writer.prepare(MOVE_SQL) }
     const { stage, move } = this.insertStmts
+    // A clean-up that failed (out of memory too) left batches staged: a retry must not move them twice.
+    if (this.stageDirty) await this.writer.run('DELETE FROM call_parts_stage')
+    this.stageDirty = true
     try {
       if (tailFailpoint && group.some((g) => g.batch.includes(TAIL_MARKER))) throw new Error('failpoint tail-insert')
+      if (oomFailpoint > 0 && oomFailpoint--) throw new Error('Out of Memory Error: failpoint tail-oom')
       for (const g of group) {
         stage.bind([blobValue(g.batch), g.base, g.gen])
         await stage.run()
@@ -183,6 +244,7 @@ export class Tail {
       return Number((await move.runAndReadAll()).getRowsJS()[0]?.[0] ?? 0)
     } finally {
       await this.writer.run('DELETE FROM call_parts_stage')
+      this.stageDirty = false
     }
   }
 }
