@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ConfigError, loadConfig, parseFlags } from '../src/core/config.js'
+import { ConfigError, loadConfig, parseFlags, sizeBytes } from '../src/core/config.js'
 
 t.test('inference settings: repeatable --model, defaults, validation', async (t) => {
   const { flags } = parseFlags([
@@ -50,4 +50,15 @@ t.test('boolean switches: --geo-preload and --no-enable-prefix-caching', async (
   t.equal(loadConfig({}, {}).enablePrefixCaching, true, 'prefix caching on by default, as vLLM')
   t.equal(loadConfig(parseFlags(['serve', '--no-enable-prefix-caching']).flags, {}).enablePrefixCaching, false, 'a bare flag turns it off')
   t.throws(() => loadConfig({ 'geo-preload': 'maybe' }, {}), /geo-preload must be a boolean/)
+})
+
+t.test('sizes as operators and DuckDB write them', async (t) => {
+  // DuckDB reports its limit rounded for people, with a space and decimals; /admin/stats reads it back in bytes.
+  t.equal(sizeBytes('192.0 MiB'), 192 * 1024 * 1024)
+  t.equal(sizeBytes('1.5 GB'), 1_500_000_000)
+  t.equal(sizeBytes('4GiB'), 4 * 1024 ** 3)
+  t.equal(sizeBytes('12 bytes'), 12)
+  t.equal(sizeBytes('4096'), 4096)
+  t.ok(Number.isNaN(sizeBytes('lots')))
+  t.ok(Number.isNaN(sizeBytes('3 parsecs')))
 })

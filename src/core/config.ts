@@ -62,6 +62,8 @@ export interface Config {
   inferenceBackend: string
   /** Workers per model, each with its own copy of the weights (one wasm worker computes on one core). */
   modelReplicas: number
+  /** XNNPACK threads per wasm inference worker (1: the single-threaded build). */
+  inferenceThreads: number
   /** Tool-call parser for `tool_choice: "auto"` (hermes, llama3_json); null: the one the model's template calls for. */
   toolCallParser: ToolParserName | null
   /** Reasoning parser (deepseek_r1, qwen3); null: reasoning stays in the content. */
@@ -114,6 +116,7 @@ export const DEFAULTS = {
   prefillChunk: 512,
   inferenceBackend: 'auto',
   modelReplicas: 1,
+  inferenceThreads: 1,
 }
 
 const FLAG_TO_ENV: Record<string, string> = {
@@ -147,6 +150,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'prefill-chunk': 'WEFT_PREFILL_CHUNK',
   'inference-backend': 'WEFT_INFERENCE_BACKEND',
   'model-replicas': 'WEFT_MODEL_REPLICAS',
+  'inference-threads': 'WEFT_INFERENCE_THREADS',
   'tool-call-parser': 'WEFT_TOOL_CALL_PARSER',
   'reasoning-parser': 'WEFT_REASONING_PARSER',
   storage: 'WEFT_STORAGE',
@@ -256,6 +260,8 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     prefillChunk: int('prefill-chunk', get('prefill-chunk'), DEFAULTS.prefillChunk, 1, 1_000_000),
     inferenceBackend: oneOf('inference-backend', get('inference-backend'), ['auto', 'tensorflow', 'wasm', 'cpu'] as const, 'auto'),
     modelReplicas: int('model-replicas', get('model-replicas'), DEFAULTS.modelReplicas, 1, 64),
+    // At most the pthread workers the wasm build starts up front (8).
+    inferenceThreads: int('inference-threads', get('inference-threads'), DEFAULTS.inferenceThreads, 1, 8),
     toolCallParser: get('tool-call-parser') ? oneOf('tool-call-parser', get('tool-call-parser'), TOOL_PARSERS, 'hermes') : null,
     reasoningParser: get('reasoning-parser') ? oneOf('reasoning-parser', get('reasoning-parser'), REASONING_PARSERS, 'qwen3') : null,
     storage: storageConfig(get, dataDir),
@@ -288,14 +294,23 @@ const SIZE_UNITS: Record<string, number> = {
   mib: 2 ** 20,
   gib: 2 ** 30,
   tib: 2 ** 40,
+  bytes: 1,
+}
+
+/**
+ * Bytes in a size as people and DuckDB write them (`512MB`, `2GiB`, `192.0 MiB`, `1024 bytes`, plain bytes): decimal
+ * units are powers of 1000, binary ones of 1024. NaN when it is not a size.
+ */
+export function sizeBytes(v: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(v)
+  const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined
+  return m && unit ? Math.floor(Number(m[1]) * unit) : NaN
 }
 
 /** A size as DuckDB writes it (`512MB`, `2GiB`, or plain bytes): decimal units are powers of 1000, binary ones of 1024. */
 export function byteSize(name: string, v: string | undefined, fallback: number): number {
   if (v === undefined || v === '') return fallback
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(v)
-  const unit = m ? SIZE_UNITS[m[2]!.toLowerCase()] : undefined
-  const n = m && unit ? Math.floor(Number(m[1]) * unit) : NaN
+  const n = sizeBytes(v)
   if (!(n >= 64 * 2 ** 20 && n <= 2 ** 50))
     throw new ConfigError(`${name} must be a size from 64MiB up (e.g. 512MB, 4GiB, or bytes), got ${JSON.stringify(v)}`)
   return n

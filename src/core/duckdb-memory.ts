@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api'
+import { sizeBytes } from './config.js'
 
 /**
  * The process's DuckDB memory budget (`--memory-limit`), shared between its two instances. The calls store gets
@@ -81,22 +82,4 @@ async function readMemory(conn: DuckDBConnection): Promise<DuckDBMemory> {
     if (Number(used) || Number(spilled)) out.by_tag[String(tag)] = { in_use_bytes: Number(used), spilled_bytes: Number(spilled) }
   }
   return out
-}
-
-const UNITS: Record<string, number> = {
-  bytes: 1,
-  KiB: 2 ** 10,
-  MiB: 2 ** 20,
-  GiB: 2 ** 30,
-  TiB: 2 ** 40,
-  KB: 1e3,
-  MB: 1e6,
-  GB: 1e9,
-  TB: 1e12,
-}
-
-/** DuckDB shows its limit rounded for people (`192.0 MiB`). */
-function sizeBytes(s: string): number {
-  const m = /^([\d.]+)\s*(\w+)$/.exec(s.trim())
-  return m ? Math.round(Number(m[1]) * (UNITS[m[2]!] ?? NaN)) : NaN
 }
