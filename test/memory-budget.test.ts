@@ -139,6 +139,40 @@ t.test('a 256 MiB budget: the store spills past its share, pages stay right, RSS
   t.ok(peak < bound, `peak RSS ${peak.toFixed(0)} MiB < ${bound.toFixed(0)} MiB (idle ${idle.toFixed(0)} MiB + twice the budget)`)
 })
 
+t.test("reader threads take half the store's share between them, and an export through them answers every call", async (t) => {
+  const s = await startServer({ args: ['--memory-limit', '256MiB'], env: { WEFT_READERS: '2', WEFT_CALLS_FLUSH_ROWS: '1000' } })
+  t.teardown(() => s.stop())
+  const ids = Array.from({ length: 3000 }, (_, i) => callId(i))
+  for (let i = 0; i < ids.length; i += 500) {
+    const batch = ids.slice(i, i + 500).map((id, j) => ({
+      mode: 'start',
+      req: {
+        start: {
+          project_id: P,
+          id,
+          trace_id: id.replace(/-/g, ''),
+          op_name: 'r',
+          started_at: new Date(Date.UTC(2026, 0, 1) + (i + j) * 1000).toISOString(),
+          attributes: {},
+          inputs: {},
+        },
+      },
+    }))
+    t.equal((await post(s, '/call/upsert_batch', { batch })).status, 200)
+  }
+  t.equal((await stats(s)).calls.readers, null, 'no pool before the first export')
+  const body = await (await post(s, '/calls/stream_query', { project_id: P, columns: ['id'] })).text()
+  const got = body
+    .trim()
+    .split('\n')
+    .map((l) => (JSON.parse(l) as { id: string }).id)
+  t.same(got.sort(), [...ids].sort(), 'the export holds every call once')
+  const after = await stats(s)
+  // Computed here from the budget: three quarters for the store, of which the two readers take half.
+  t.equal(after.calls.readers?.memory_limit_bytes_each, (BUDGET * 0.75) / 2 / 2, "each reader has a quarter of the store's share")
+  t.equal(after.memory.duckdb.calls.limit_bytes, (BUDGET * 0.75) / 2, "the store's instance keeps half")
+})
+
 t.test('--memory-limit is checked at start', async (t) => {
   const bad = await startServer({ args: ['--memory-limit', 'lots'] }).then(
     () => null,

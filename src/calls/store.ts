@@ -1,7 +1,9 @@
+import path from 'node:path'
 import type { DuckDBConnection } from '@duckdb/node-api'
 import { Table, type RecordBatch, type Schema } from 'apache-arrow'
 import { arrowSelect, keptColumns } from './arrow/calls.js'
 import { arrowPlan, chunkToBatch } from './arrow/convert.js'
+import { readerSplit, spillDir } from '../core/duckdb-memory.js'
 import { Params } from '../query/params.js'
 import { encodeParts } from './ingest/encode.js'
 import { type CallPart, type CallRecord, type QueryOptions } from './model.js'
@@ -60,7 +62,7 @@ export class CallStore implements CallSource {
   }
 
   stats() {
-    return this.storage.stats()
+    return { ...this.storage.stats(), readers: this.readerStats }
   }
 
   get segments(): readonly Segment[] {
@@ -215,12 +217,21 @@ export class CallStore implements CallSource {
   private pooled(opts: QueryOptions): PooledDeps | null {
     const threads = Number(process.env.WEFT_READERS ?? 0)
     if (threads <= 0 || this.storage.closed || !isExport(opts)) return null
-    this.readers ??= new ReaderPool({
+    this.readers ??= this.startReaders(threads)
+    return { storage: this.storage, pool: this.readers }
+  }
+
+  /** The pool, with the store's share of the memory budget split between its instance and the readers'. */
+  private startReaders(threads: number): ReaderPool {
+    const split = readerSplit(this.storage.opts.memoryLimit, threads)
+    void this.storage.limitMemory(split.store).catch(() => {})
+    return new ReaderPool({
       threads,
       maxQueue: Number(process.env.WEFT_READER_QUEUE ?? 64),
       timeoutMs: this.storage.opts.queryTimeoutMs,
+      memoryBytes: split.perReader,
+      spillDir: spillDir(path.dirname(this.storage.dir), 'readers'),
     })
-    return { storage: this.storage, pool: this.readers }
   }
 
   /** Reader pool figures for /admin/stats (null before its first read). */

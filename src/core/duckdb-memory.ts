@@ -10,9 +10,11 @@ import { sizeBytes } from './config.js'
  */
 export const BUDGET_SHARES = { calls: 0.75, catalog: 0.25 } as const
 export type DuckDBRole = keyof typeof BUDGET_SHARES
+/** Spill directories: one per instance's role, and one for the reader threads' instances (see readerSplit). */
+type SpillRole = DuckDBRole | 'readers'
 
 /** Where an instance spills past its limit: under the data directory (the disk the operator sized), one per role. */
-export function spillDir(dataDir: string, role: DuckDBRole): string {
+export function spillDir(dataDir: string, role: SpillRole): string {
   return path.join(dataDir, 'spill', role)
 }
 
@@ -22,7 +24,22 @@ export function spillDir(dataDir: string, role: DuckDBRole): string {
  * cannot free enough.
  */
 export function duckdbMemorySettings(budget: number, role: DuckDBRole, dir: string): Record<string, string> {
-  return { memory_limit: `${Math.floor((budget * BUDGET_SHARES[role]) / 1024)}KiB`, temp_directory: dir }
+  return { memory_limit: memoryLimitSetting(budget * BUDGET_SHARES[role]), temp_directory: dir }
+}
+
+/** `memory_limit` as DuckDB takes it (whole KiB, so a computed share never needs quoting rules). */
+export function memoryLimitSetting(bytes: number): string {
+  return `${Math.max(1, Math.floor(bytes / 1024))}KiB`
+}
+
+/**
+ * The store's share when reader threads (WEFT_READERS) run its exports, each in a DuckDB of its own: the readers
+ * take half of it, split evenly, and the store's instance keeps the other half. An export would otherwise run in
+ * the store's instance, so the work is the same and the process stays within its budget.
+ */
+export function readerSplit(budget: number, threads: number): { store: number; perReader: number } {
+  const share = budget * BUDGET_SHARES.calls
+  return { store: share / 2, perReader: share / 2 / Math.max(1, threads) }
 }
 
 /** Spill files a killed process left behind: nothing reads them again, so a start (holding the lock) removes them. */

@@ -11,6 +11,16 @@ export interface ReaderPoolOptions {
   maxQueue?: number
   /** A wait for the worker's next message longer than this stops the read with 504. */
   timeoutMs: number
+  /** Each worker's DuckDB memory limit in bytes (its part of the budget: see readerSplit). */
+  memoryBytes: number
+  /** Where workers spill past it (a directory each below this one). */
+  spillDir: string
+}
+
+/** What a worker's DuckDB is held to (Piscina's workerData). */
+export interface ReaderWorkerData {
+  memoryBytes: number
+  spillDir: string
 }
 
 /** Tests run the TypeScript sources; the worker is always the built one. */
@@ -37,6 +47,7 @@ export class ReaderPool {
       maxQueue: opts.maxQueue ?? 64,
       atomics: 'disabled',
       idleTimeout: 60_000,
+      workerData: { memoryBytes: opts.memoryBytes, spillDir: opts.spillDir } satisfies ReaderWorkerData,
     })
   }
 
@@ -64,7 +75,13 @@ export class ReaderPool {
   }
 
   get stats() {
-    return { threads: this.pool.threads.length, queued: this.pool.queueSize, running: this.running, completed: this.pool.completed }
+    return {
+      threads: this.pool.threads.length,
+      queued: this.pool.queueSize,
+      running: this.running,
+      completed: this.pool.completed,
+      memory_limit_bytes_each: this.opts.memoryBytes,
+    }
   }
 
   close(): Promise<void> {

@@ -1,12 +1,15 @@
 import os from 'node:os'
 import path from 'node:path'
+import { threadId, workerData } from 'node:worker_threads'
 import { DuckDBInstance, JSDuckDBValueConverter, listValue, type DuckDBConnection, type DuckDBDataChunk } from '@duckdb/node-api'
+import { memoryLimitSetting } from '../../core/duckdb-memory.js'
 import { arrowPlan, chunkToBatch } from '../arrow/convert.js'
 import { ipcEncoder } from '../arrow/ipc.js'
 import { PART_COLUMNS } from '../model.js'
 import { toCall } from '../read/to-call.js'
 import { sqlPath } from '../storage/parquet.js'
 import { chunkKeys, rowObjects } from './keys.js'
+import type { ReaderWorkerData } from './pool.js'
 import { CREDITS, fromWire, type ControlMessage, type ReadMessage, type ReadTask } from './protocol.js'
 
 /**
@@ -27,12 +30,12 @@ const doomed = (task: ReadTask) => exitFailpoint && JSON.stringify(task.params).
 function instance(): Promise<DuckDBInstance> {
   // Each worker's DuckDB gets a share of the cores: the pool, the store's own DuckDB and the event loop share them.
   const threads = Math.max(1, Number(process.env.WEFT_READER_DUCKDB_THREADS ?? Math.ceil(os.availableParallelism() / 2)))
-  // Past its memory limit a large export's sort spills to disk instead of failing.
-  const spill = path.join(os.tmpdir(), `weft-readers-${process.pid}`)
+  // Its part of the process's budget (see readerSplit); past it a large export's sort spills instead of failing.
+  const { memoryBytes, spillDir } = workerData as ReaderWorkerData
   db ??= DuckDBInstance.create(':memory:', {
     threads: String(threads),
-    memory_limit: process.env.WEFT_READER_MEMORY ?? '4GB',
-    temp_directory: spill,
+    memory_limit: memoryLimitSetting(memoryBytes),
+    temp_directory: path.join(spillDir, String(threadId)),
   })
   return db
 }

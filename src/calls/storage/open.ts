@@ -28,6 +28,8 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   // Held to its share of the budget: without a limit DuckDB takes up to 80 % of RAM (the soak reached 18 GB).
   const spill = spillDir(dataDir, 'calls')
   await cleanSpill(spill)
+  // The reader threads' spill (they start with the first pooled export; see CallStore.startReaders).
+  await fs.rm(spillDir(dataDir, 'readers'), { recursive: true, force: true })
   const db = await DuckDBInstance.create(':memory:', {
     ...duckdbMemorySettings(opts.memoryLimit, 'calls', spill),
     // A flush deletes its parts from the tail, but DuckDB frees deleted rows only at a checkpoint, which an

@@ -10,6 +10,7 @@ import type { Manifest, Segment } from './segments.js'
 import { walNumber, type StorageState } from './state.js'
 import type { Tail } from './tail.js'
 import type { Wal } from './wal.js'
+import { memoryLimitSetting } from '../../core/duckdb-memory.js'
 
 export type SegmentEvent = 'flush' | 'compact'
 
@@ -147,6 +148,11 @@ export class Storage implements StorageState {
   }
 
   /** A new connection to the database holding `all_parts`. */
+  /** Sets the instance's memory limit (its share shrinks once reader threads take part of it: see readerSplit). */
+  async limitMemory(bytes: number): Promise<void> {
+    await this.maint.run(`SET GLOBAL memory_limit = '${memoryLimitSetting(bytes)}'`)
+  }
+
   connect(): Promise<DuckDBConnection> {
     return this.db.connect()
   }
