@@ -1,5 +1,5 @@
 import { Field, Int64, RecordBatch, Schema, Struct, TimeUnit, Timestamp, Utf8, makeData, vectorFromArray, type Data } from 'apache-arrow'
-import { ARROW_CALL_COLUMNS, keptColumns } from '../calls/arrow/calls.js'
+import { ARROW_CALL_COLUMNS, keptColumns, type CallArrowKind } from '../calls/arrow/calls.js'
 import type { CallRecord } from '../calls/model.js'
 import { toCall } from '../calls/read/to-call.js'
 import type { Row } from './executor.js'
@@ -10,14 +10,11 @@ import type { Row } from './executor.js'
  * streams. Each row is shaped by toCall, as the JSON answer is, so both answers carry the same values:
  * timestamps stay microseconds, run steps 64-bit integers, JSON fields their JSON text.
  */
-type Kind = 'utf8' | 'json' | 'int64' | 'timestamp'
+type Kind = CallArrowKind
 
+/** The row's microsecond and 64-bit columns behind the timestamp and integer fields (they bypass toCall's strings). */
 const TIMESTAMPS: Record<string, string | null> = { started_at: 'started_us', ended_at: 'ended_us', deleted_at: null }
 const INTEGERS: Record<string, string> = { svc_run_step: 'run_step', svc_run_step_end: 'run_step_end' }
-const JSON_FIELDS = new Set(['attributes', 'inputs', 'output', 'summary'])
-
-const kindOf = (name: string): Kind =>
-  name in TIMESTAMPS ? 'timestamp' : name in INTEGERS ? 'int64' : JSON_FIELDS.has(name) ? 'json' : 'utf8'
 
 const TYPES: Record<Kind, () => Utf8 | Int64 | Timestamp> = {
   utf8: () => new Utf8(),
@@ -35,8 +32,9 @@ export interface ChArrowPlan {
 
 export function chArrowPlan(columns: readonly string[] | null | undefined): ChArrowPlan {
   const keep = keptColumns(columns)
-  const names = ARROW_CALL_COLUMNS.map(([n]) => n).filter((n) => !keep || keep.has(n))
-  const kinds = names.map(kindOf)
+  const kept = ARROW_CALL_COLUMNS.filter(([n]) => !keep || keep.has(n))
+  const names = kept.map(([n]) => n)
+  const kinds = kept.map(([, , kind]) => kind)
   return { names, kinds, schema: new Schema(names.map((n, i) => new Field(n, TYPES[kinds[i]!](), true))) }
 }
 

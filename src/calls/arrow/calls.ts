@@ -39,31 +39,35 @@ const SUMMARY = `CASE
       CASE WHEN json_type(m.summary, '$.weave') = 'OBJECT' THEN json_extract(m.summary, '$.weave') ELSE '{}' END,
       ${WEAVE})))::VARCHAR END`
 
+/** How a returned call's field is typed in Arrow: JSON fields are their text; ids and names plain text. */
+export type CallArrowKind = 'utf8' | 'json' | 'int64' | 'timestamp'
+
 /**
- * A returned call's fields as SQL over a merged call `m`, in the JSON answer's order, typed for Arrow
- * (docs/calls-and-storage.md#arrow-answers): timestamps stay timestamps, JSON fields are their text.
+ * A returned call's fields as SQL over a merged call `m`, in the JSON answer's order, with their Arrow type
+ * (docs/calls-and-storage.md#arrow-answers): timestamps stay timestamps, JSON fields are their text. The embedded
+ * store's SQL yields these types; the ClickHouse backend (clickhouse/arrow.ts) builds its columns from the kinds.
  */
-export const ARROW_CALL_COLUMNS: [string, string][] = [
-  ['id', 'm.id'],
-  ['project_id', 'm.project_id'],
-  ['op_name', 'm.op_name'],
-  ['display_name', "nullif(m.display_name, '')"],
-  ['trace_id', 'm.trace_id'],
-  ['parent_id', 'm.parent_id'],
-  ['thread_id', 'm.thread_id'],
-  ['turn_id', 'm.turn_id'],
-  ['started_at', 'm.started_at'],
-  ['ended_at', 'm.ended_at'],
-  ['attributes', objectOrEmpty('attributes')],
-  ['inputs', objectOrEmpty('inputs')],
-  ['output', "nullif(m.output, 'null')"],
-  ['exception', 'm.exception'],
-  ['summary', SUMMARY],
-  ['svc_user_id', 'm.user_id'],
-  ['svc_run_id', 'm.run_id'],
-  ['svc_run_step', 'm.run_step'],
-  ['svc_run_step_end', 'm.run_step_end'],
-  ['deleted_at', 'NULL::TIMESTAMP'],
+export const ARROW_CALL_COLUMNS: [name: string, sql: string, kind: CallArrowKind][] = [
+  ['id', 'm.id', 'utf8'],
+  ['project_id', 'm.project_id', 'utf8'],
+  ['op_name', 'm.op_name', 'utf8'],
+  ['display_name', "nullif(m.display_name, '')", 'utf8'],
+  ['trace_id', 'm.trace_id', 'utf8'],
+  ['parent_id', 'm.parent_id', 'utf8'],
+  ['thread_id', 'm.thread_id', 'utf8'],
+  ['turn_id', 'm.turn_id', 'utf8'],
+  ['started_at', 'm.started_at', 'timestamp'],
+  ['ended_at', 'm.ended_at', 'timestamp'],
+  ['attributes', objectOrEmpty('attributes'), 'json'],
+  ['inputs', objectOrEmpty('inputs'), 'json'],
+  ['output', "nullif(m.output, 'null')", 'json'],
+  ['exception', 'm.exception', 'utf8'],
+  ['summary', SUMMARY, 'json'],
+  ['svc_user_id', 'm.user_id', 'utf8'],
+  ['svc_run_id', 'm.run_id', 'utf8'],
+  ['svc_run_step', 'm.run_step', 'int64'],
+  ['svc_run_step_end', 'm.run_step_end', 'int64'],
+  ['deleted_at', 'NULL::TIMESTAMP', 'timestamp'],
 ]
 
 /** The select list of an Arrow answer, of the columns kept (all when null). */
