@@ -20,6 +20,7 @@ export interface Sample {
   duckdb_catalog_mib?: number
   spilled_mib?: number
   heap_mib?: number
+  tail_oom_retries?: number
 }
 
 /** Flat: a least-squares slope after the warm-up at or under these (per minute). Over 30 minutes: ≤ 150 MiB, ≤ 15 fds. */

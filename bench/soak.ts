@@ -66,6 +66,8 @@ async function sample(url: string, headers: Record<string, string>, pid: number,
     duckdb_catalog_mib: mib(st.memory.duckdb?.catalog?.in_use_bytes ?? 0),
     spilled_mib: mib((st.memory.duckdb?.calls?.spilled_bytes ?? 0) + (st.memory.duckdb?.catalog?.spilled_bytes ?? 0)),
     heap_mib: mib(st.memory.heap_used_bytes),
+    // Tail inserts retried after running out of memory (--memory-limit): a budget that holds keeps this at 0.
+    tail_oom_retries: st.calls?.tail_oom_retries ?? 0,
   }
 }
 
