@@ -21,6 +21,7 @@ export interface Sample {
   spilled_mib?: number
   heap_mib?: number
   tail_oom_retries?: number
+  duckdb_calls_tags_mib?: Record<string, number>
 }
 
 /** Flat: a least-squares slope after the warm-up at or under these (per minute). Over 30 minutes: ≤ 150 MiB, ≤ 15 fds. */

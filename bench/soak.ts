@@ -68,6 +68,13 @@ async function sample(url: string, headers: Record<string, string>, pid: number,
     heap_mib: mib(st.memory.heap_used_bytes),
     // Tail inserts retried after running out of memory (--memory-limit): a budget that holds keeps this at 0.
     tail_oom_retries: st.calls?.tail_oom_retries ?? 0,
+    // What holds the store's DuckDB memory (IN_MEMORY_TABLE, OVERFLOW_STRINGS, HASH_TABLE, EXTERNAL_FILE_CACHE, …).
+    duckdb_calls_tags_mib: Object.fromEntries(
+      Object.entries((st.memory.duckdb?.calls?.by_tag ?? {}) as Record<string, { in_use_bytes: number }>).map(([k, v]) => [
+        k,
+        mib(v.in_use_bytes),
+      ]),
+    ),
   }
 }
 

@@ -140,9 +140,9 @@ t.test('a 256 MiB budget: the store spills past its share, pages stay right, RSS
 })
 
 t.test("reader threads take half the store's share between them, and an export through them answers every call", async (t) => {
-  const s = await startServer({ args: ['--memory-limit', '256MiB'], env: { WEFT_READERS: '2', WEFT_CALLS_FLUSH_ROWS: '1000' } })
+  const s = await startServer({ args: ['--memory-limit', '256MiB'], env: { WEFT_READERS: '2', WEFT_CALLS_FLUSH_ROWS: '400' } })
   t.teardown(() => s.stop())
-  const ids = Array.from({ length: 3000 }, (_, i) => callId(i))
+  const ids = Array.from({ length: 1000 }, (_, i) => callId(i))
   for (let i = 0; i < ids.length; i += 500) {
     const batch = ids.slice(i, i + 500).map((id, j) => ({
       mode: 'start',
