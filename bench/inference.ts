@@ -2,7 +2,7 @@
  * Chat inference: weft (TF.js, one worker per model) against llama.cpp (node-llama-cpp, in this
  * process) on the same weights, for the built-in tiny model and a ~100M-parameter Llama model.
  *   npm --prefix bench/peer-deps install         # node-llama-cpp, kept out of weft's own install
- *   node dist/bench/inference.js [--models tiny,100m] [--concurrency 1,4,16,64] [--tokens 64] [--runs 3] [--replicas N] [--llama-threads N] [--ttft 1000,4000]
+ *   node dist/bench/inference.js [--models tiny,100m] [--concurrency 1,4,16,64] [--tokens 64] [--runs 3] [--replicas N] [--inference-threads N] [--llama-threads N] [--ttft 1000,4000]
  * Per model: single-stream time to first token and decode tokens/s, then aggregate tokens/s with
  * 1, 4, 16 and 64 streams at once; greedy, end-of-sequence ignored, the same prompt token ids on
  * both sides. Before timing, both sides' greedy tokens are checked equal (the same model). Runs
@@ -31,6 +31,8 @@ const RUNS = Number(flags.runs ?? 3)
 const TTFT = flags.ttft ? flags.ttft.split(',').map(Number) : []
 // One wasm worker computes on one core; llama.cpp uses every core: weft runs a replica per core.
 const REPLICAS = Number(flags.replicas ?? os.cpus().length)
+// wasm threads per replica (--inference-threads); unset: the server's default.
+const THREADS = flags['inference-threads']
 const KEY = 'bench-key'
 const messages = [
   { role: 'system', content: 'You are a helpful assistant.' },
@@ -83,6 +85,7 @@ async function main(): Promise<void> {
         WEFT_SERVED_MODEL_NAME: 'm',
         WEFT_MAX_NUM_SEQS: '64',
         WEFT_MODEL_REPLICAS: String(REPLICAS),
+        ...(THREADS ? { WEFT_INFERENCE_THREADS: THREADS } : {}),
       },
     })
     const headers = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }
@@ -256,6 +259,7 @@ async function main(): Promise<void> {
           runs: RUNS,
           concurrency: levels,
           weft_replicas: REPLICAS,
+          weft_inference_threads: THREADS ?? 'default',
           peer: 'llama.cpp via node-llama-cpp 3.22.1 (prebuilt CPU binary, its default threads), f32 GGUF written from the same safetensors (bench/gguf.ts)',
         },
         results,

@@ -323,7 +323,13 @@ async function startModels(config: Config, log: Logger): Promise<ModelPool[]> {
     for (const [i, dir] of dirs.entries()) {
       started.push(
         await ModelPool.start(
-          { modelDir: dir, servedName: names[i] ?? path.basename(dir), engine, backend: config.inferenceBackend },
+          {
+            modelDir: dir,
+            servedName: names[i] ?? path.basename(dir),
+            engine,
+            backend: config.inferenceBackend,
+            threads: config.inferenceThreads,
+          },
           log,
           config.modelReplicas,
         ),

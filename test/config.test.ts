@@ -62,3 +62,15 @@ t.test('sizes as operators and DuckDB write them', async (t) => {
   t.ok(Number.isNaN(sizeBytes('lots')))
   t.ok(Number.isNaN(sizeBytes('3 parsecs')))
 })
+
+t.test('--inference-threads / WEFT_INFERENCE_THREADS: wasm threads per inference worker', async (t) => {
+  t.equal(loadConfig({}, {}).inferenceThreads, 1, 'the default: the single-threaded build')
+  t.equal(loadConfig({}, { WEFT_INFERENCE_THREADS: '1' }).inferenceThreads, 1, 'from the environment')
+  t.equal(
+    loadConfig(parseFlags(['serve', '--inference-threads', '4']).flags, { WEFT_INFERENCE_THREADS: '1' }).inferenceThreads,
+    4,
+    'flag wins',
+  )
+  for (const bad of ['0', '9', '1.5', 'two'])
+    t.throws(() => loadConfig({ 'inference-threads': bad }, {}), /inference-threads must be an integer in \[1, 8\]/, bad)
+})

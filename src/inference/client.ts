@@ -89,17 +89,7 @@ export class ModelServer {
         if (e.type === 'ready') {
           ready = true
           loading.finish()
-          this.info = e.model
-          this.log.info(
-            {
-              model: e.model.name,
-              backend: e.model.backend,
-              architecture: e.model.architecture,
-              parameters: e.model.parameters,
-              max_model_len: e.model.maxModelLen,
-            },
-            'model loaded',
-          )
+          this.loaded(e.model)
           resolve()
           return
         }
@@ -130,6 +120,13 @@ export class ModelServer {
         this.restart(0)
       })
     })
+  }
+
+  private loaded(m: ModelInfo): void {
+    this.info = m
+    const { name: model, backend, threads, architecture, parameters, maxModelLen: max_model_len } = m
+    this.log.info({ model, backend, threads, architecture, parameters, max_model_len }, 'model loaded')
+    if (m.threadsError) this.log.warn({ model, err: m.threadsError }, 'threaded wasm backend did not start: running on one thread')
   }
 
   private failHeld(): void {
@@ -255,11 +252,13 @@ export class ModelPool {
   }
 
   /** The replicas' state added up (each replica has its own prefix cache). */
-  async stats(): Promise<EngineStats & { replicas: number }> {
+  async stats(): Promise<EngineStats & { replicas: number; threads: number }> {
     const all = await Promise.all(this.replicas.map((r) => r.stats()))
     const sum = (k: Exclude<keyof EngineStats, 'prefix_cache'>) => all.reduce((a, s) => a + s[k], 0)
     return {
       replicas: all.length,
+      // Per replica: the threads each one's backend computes with.
+      threads: this.replicas[0]!.info.threads,
       running_requests: sum('running_requests'),
       waiting_requests: sum('waiting_requests'),
       running_sequences: sum('running_sequences'),

@@ -134,6 +134,10 @@ export interface ModelInfo {
   maxModelLen: number
   vocabSize: number
   backend: string
+  /** Threads the backend computes with (wasm: XNNPACK's pool; 0: the backend's own choice). */
+  threads: number
+  /** Set when more wasm threads were asked for and the threaded build did not start (one thread runs instead). */
+  threadsError?: string
   architecture: string
   parameters: number
   /** The tool-call parser the chat template's conventions call for (`<tool_call>` → hermes); null: unclear. */

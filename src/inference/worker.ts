@@ -5,6 +5,7 @@ import { createRequire } from 'node:module'
 import type { MessagePort } from 'node:worker_threads'
 import * as tf from '@tensorflow/tfjs'
 import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm'
+import { startSingleThreadedWasm, startThreadedWasm } from './wasm-threads.js'
 import { LlamaModel, type LlamaConfig } from './llama.js'
 import { readModelWeights } from './safetensors.js'
 import { ModelTokenizer } from './tokenizer.js'
@@ -21,21 +22,31 @@ export interface WorkerConfig {
   engine: EngineOptions
   /** `auto` (the best present), or one of tensorflow, wasm, cpu. */
   backend: string
+  /** XNNPACK threads of the wasm backend (1: its single-threaded build). */
+  threads?: number
   /** How many times this model's worker was started again before this one (0: the first start). */
   restart?: number
 }
 
+/** The backend a worker computes on, and with how many threads. */
+export interface BackendChoice {
+  name: string
+  threads: number
+  /** Why the threaded wasm build asked for did not start (the single-threaded one runs instead). */
+  threadsError?: string
+}
+
 /**
  * The best TF.js backend present: tfjs-node-gpu (when its optional install succeeded), else wasm
- * (SIMD when the runtime has it), else the plain JavaScript one.
+ * (SIMD when the runtime has it; the threaded build when `threads` > 1), else the plain JavaScript one.
  */
-export async function chooseBackend(wanted = 'auto'): Promise<string> {
+export async function startBackend(wanted = 'auto', threads = 1): Promise<BackendChoice> {
   if (wanted === 'auto' || wanted === 'tensorflow') {
     try {
       // An optional dependency: its name is not spelled out, so the compiler does not require it.
       const gpu = '@tensorflow/tfjs-node-gpu'
       await import(gpu)
-      if (await tf.setBackend('tensorflow')) return 'tensorflow'
+      if (await tf.setBackend('tensorflow')) return { name: 'tensorflow', threads: 0 }
     } catch {
       if (wanted === 'tensorflow') throw new Error('the tensorflow backend (@tensorflow/tfjs-node-gpu) is not installed or does not load')
     }
@@ -44,13 +55,33 @@ export async function chooseBackend(wanted = 'auto'): Promise<string> {
     try {
       const require = createRequire(import.meta.url)
       setWasmPaths(path.join(path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json')), 'dist') + path.sep)
-      if (await tf.setBackend('wasm')) return tf.env().getBool('WASM_HAS_SIMD_SUPPORT') ? 'wasm-simd' : 'wasm'
+      const wasm = await startWasm(threads)
+      if (wasm) return wasm
     } catch {
       if (wanted === 'wasm') throw new Error('the wasm backend does not load')
     }
   }
   await tf.setBackend('cpu')
-  return 'cpu'
+  return { name: 'cpu', threads: 1 }
+}
+
+/** The backend's name, single-threaded (what tests that run the model in-process use). */
+export async function chooseBackend(wanted = 'auto'): Promise<string> {
+  return (await startBackend(wanted, 1)).name
+}
+
+/** The wasm backend, threaded when asked and it starts, else single-threaded; null when neither loads. */
+async function startWasm(threads: number): Promise<BackendChoice | null> {
+  let threadsError: string | undefined
+  if (threads > 1) {
+    try {
+      return { name: 'wasm-simd', threads: await startThreadedWasm(threads) }
+    } catch (e) {
+      threadsError = e instanceof Error ? e.message : String(e)
+    }
+  }
+  if (!(await startSingleThreadedWasm())) return null
+  return { name: tf.env().getBool('WASM_HAS_SIMD_SUPPORT') ? 'wasm-simd' : 'wasm', threads: 1, threadsError }
 }
 
 async function readJson<T>(file: string, fallback: T): Promise<T> {
@@ -95,7 +126,7 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
   // Fault injection (WEFT_FAILPOINTS=inference-restart-load:K): the first K restarts fail to load.
   if ((config.restart ?? 0) > 0 && (config.restart ?? 0) <= (failpointCount('inference-restart-load') ?? 0))
     throw new Error(`failpoint inference-restart-load (restart ${config.restart})`)
-  const backend = await chooseBackend(config.backend)
+  const backend = await startBackend(config.backend, config.threads ?? 1)
   const dir = config.modelDir
   const m = await loadModel(dir)
   armStepFailpoint(m.model)
@@ -106,7 +137,9 @@ export async function serveModel(config: WorkerConfig, port: MessagePort): Promi
     root: dir,
     maxModelLen: m.model.maxPositions,
     vocabSize: m.cfg.vocab_size,
-    backend,
+    backend: backend.name,
+    threads: backend.threads,
+    threadsError: backend.threadsError,
     architecture: m.arch,
     parameters: m.parameters,
     toolCallParser: toolParserForTemplate(m.tok.chatTemplate),
