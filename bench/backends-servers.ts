@@ -1,0 +1,99 @@
+/**
+ * The two weft servers of the both-backends bench: one embedded, one `--storage chdb`, started from dist
+ * on free ports. Memory is the RSS of the server's whole process tree, because chdb runs in a child
+ * process of the server (src/clickhouse/chdb-child.ts): the server's own `process.memoryUsage()` misses it.
+ */
+import { spawn } from 'node:child_process'
+import { readFileSync, readdirSync, statSync } from 'node:fs'
+import path from 'node:path'
+import { freePort } from './util.js'
+
+export type BackendKind = 'embedded' | 'chdb'
+
+export interface BackendServer {
+  kind: BackendKind
+  url: string
+  /** Where the server keeps what it stores: the data directory (and, for chdb, its own directory inside it). */
+  dataDir: string
+  /** RSS of the server and its descendants (chdb's process), in bytes. */
+  rss(): number
+  stop(): Promise<void>
+}
+
+/** A process's children, from /proc (every thread's list). */
+function children(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((t) => {
+      const s = readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim()
+      return s ? s.split(' ').map(Number) : []
+    })
+  } catch {
+    return []
+  }
+}
+
+function rssOf(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return m ? Number(m[1]) * 1024 : 0
+  } catch {
+    return 0
+  }
+}
+
+/** RSS of a process tree. */
+export function treeRss(pid: number): number {
+  return rssOf(pid) + children(pid).reduce((a, c) => a + treeRss(c), 0)
+}
+
+/** Bytes of the files under a directory (what `du --apparent-size` counts). */
+export function diskBytes(dir: string): number {
+  let total = 0
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name)
+    if (e.isDirectory()) total += diskBytes(p)
+    else if (e.isFile()) total += statSync(p).size
+  }
+  return total
+}
+
+/** Starts `weft serve` on one backend and waits until it answers. */
+export async function startBackend(root: string, kind: BackendKind, dataDir: string, key: string): Promise<BackendServer> {
+  const port = await freePort()
+  const args = [path.join(root, 'dist', 'src', 'main.js'), 'serve', '--port', String(port), '--data-dir', dataDir]
+  if (kind === 'chdb') args.push('--storage', 'chdb', '--chdb-path', path.join(dataDir, 'chdb'))
+  const proc = spawn(process.execPath, args, {
+    cwd: root,
+    env: {
+      ...process.env,
+      WEFT_STORAGE: kind,
+      WEFT_API_KEY: key,
+      WEFT_ACCESS_LOG: 'false',
+      WEFT_MODEL: 'none',
+      // A deep page on a loaded machine can take seconds: no 504s in the bench.
+      WEFT_QUERY_TIMEOUT_MS: '600000',
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  })
+  const url = `http://127.0.0.1:${port}`
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(url + '/health')).ok) break
+    } catch {
+      if (i > 1200 || proc.exitCode !== null) throw new Error(`${kind} server did not start`)
+      await new Promise((r) => setTimeout(r, 100))
+    }
+  }
+  return {
+    kind,
+    url,
+    dataDir,
+    rss: () => treeRss(proc.pid!),
+    async stop() {
+      if (proc.exitCode !== null) return
+      const exited = new Promise((r) => proc.on('exit', r))
+      proc.kill('SIGTERM')
+      await exited
+    },
+  }
+}
