@@ -1,5 +1,7 @@
 import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
 import type { TablesBackend } from '../catalog/backends.js'
+import { tablePool } from '../catalog/table-pool.js'
+import type { TableStore } from '../catalog/tables.js'
 import {
   TableCreateFromDigestsReqSchema,
   TableCreateFromDigestsResSchema,
@@ -20,6 +22,23 @@ import {
   type TableQueryStatsReq,
   type TableUpdateReq,
 } from '../schemas/tables.js'
+
+/** A store that takes rows parsed and digested in a worker (the catalog's TableStore). */
+type PreparedBackend = TablesBackend & Pick<TableStore, 'createStored' | 'updateStored'>
+const takesPrepared = (t: TablesBackend): t is PreparedBackend => 'createStored' in t && 'updateStored' in t
+
+/**
+ * The body goes to a worker as bytes (catalog/table-prepare.ts: parse, check, digest every row); the request
+ * thread only writes the catalog. The worker checks the key's entity, as the route's `project` would.
+ */
+function prepared(tables: PreparedBackend, route: 'create' | 'update') {
+  return async (ctx: Ctx): Promise<Reply> => {
+    const r = await tablePool().prepare({ route, body: ctx.rawBody ?? Buffer.alloc(0), entities: ctx.principal!.entities })
+    const body =
+      r.route === 'create' ? await tables.createStored(r.project, r.digest, r) : await tables.updateStored(r.project, r.base, r.updates, r)
+    return { body }
+  }
+}
 
 function createTable(tables: TablesBackend) {
   return async (ctx: Ctx<TableCreateReq>): Promise<Reply> => {
@@ -95,25 +114,36 @@ const common = { family: 'trace' as const, auth: 'key' as const, tags: ['Tables'
 /** The project is the body's project_id (every route but /table/create). */
 const projectInBody = { ...common, project: bodyProject }
 
+/** With a store that takes worker-prepared rows, the bodies of create and update go to the worker as bytes. */
+function rowRoutes(tables: TablesBackend): RouteDef[] {
+  const create = {
+    ...common,
+    path: '/table/create',
+    summary: 'Create a table from rows (same rows in the same order, same digest)',
+    body: TableCreateReqSchema,
+    response: { description: 'The table digest and the row digests', schema: TableCreateResSchema },
+  }
+  const update = {
+    ...common,
+    path: '/table/update',
+    summary: 'A new table from a stored one by append, pop and insert updates, in order',
+    body: TableUpdateReqSchema,
+    response: { description: 'The new table digest and the row each update touched', schema: TableUpdateResSchema },
+  }
+  if (takesPrepared(tables))
+    return [
+      route({ ...create, rawBody: true, handler: prepared(tables, 'create') }),
+      route({ ...update, rawBody: true, handler: prepared(tables, 'update') }),
+    ]
+  return [
+    route({ ...create, project: (ctx) => ctx.body.table.project_id, handler: createTable(tables) }),
+    route({ ...update, project: bodyProject, handler: updateTable(tables) }),
+  ]
+}
+
 function writeRoutes(tables: TablesBackend): RouteDef[] {
   return [
-    route({
-      ...common,
-      path: '/table/create',
-      summary: 'Create a table from rows (same rows in the same order, same digest)',
-      body: TableCreateReqSchema,
-      response: { description: 'The table digest and the row digests', schema: TableCreateResSchema },
-      project: (ctx) => ctx.body.table.project_id,
-      handler: createTable(tables),
-    }),
-    route({
-      ...projectInBody,
-      path: '/table/update',
-      summary: 'A new table from a stored one by append, pop and insert updates, in order',
-      body: TableUpdateReqSchema,
-      response: { description: 'The new table digest and the row each update touched', schema: TableUpdateResSchema },
-      handler: updateTable(tables),
-    }),
+    ...rowRoutes(tables),
     route({
       ...projectInBody,
       path: '/table/create_from_digests',

@@ -1,6 +1,7 @@
 import { BIGINT, LIST, listValue, VARCHAR, type DuckDBValue } from '@duckdb/node-api'
 import type { Tx } from './db.js'
 import { tableDigest } from './digest.js'
+import { keysOf, storedSeqs, type RowIndex } from './table-row-index.js'
 
 /** Rows per stored chunk of a table's row list: a page reads one or two chunks whatever the table's size. */
 export const CHUNK_ROWS = 8192
@@ -28,6 +29,12 @@ export interface Entries {
 export interface StoredRow {
   digest: string
   val_dump: string
+}
+
+/** Rows to store, column-wise: digest i and its compact JSON text i. */
+export interface Rows {
+  digests: string[]
+  texts: string[]
 }
 
 /** A list of strings bound as one JSON parameter: DuckDB cannot type an empty bound list. */
@@ -200,22 +207,41 @@ export async function seqsOf(q: Reader, project: string, digests: string[]): Pro
 }
 
 /**
- * Rows not yet stored, appended (db.ts `append`); answers every row's seq. Looking the digests up first is much
- * cheaper than ON CONFLICT, whose cost grows with the project's rows (writes are serialised, so nothing slips in
- * between). The seqs are drawn from the sequence first, as the appender fills no defaults.
+ * The `seq` of each named row the project stores: through the project's row index (table-row-index.ts) when it
+ * has one, else by digest in the catalog (a scan of the project's digests).
  */
-export async function insertRows(tx: Tx, project: string, rows: StoredRow[]): Promise<Map<string, number>> {
-  const unique = new Map(rows.map((s) => [s.digest, s.val_dump]))
-  const seqs = await seqsOf(tx, project, [...unique.keys()])
-  const fresh = [...unique].filter(([d]) => !seqs.has(d))
+export async function storedRows(q: Reader, project: string, digests: string[], index: RowIndex | null): Promise<Map<string, number>> {
+  if (!index) return seqsOf(q, project, digests)
+  const valid = digests.filter((d) => DIGEST.test(d))
+  return storedSeqs(q, project, index, valid, await keysOf(q, valid), (ds) => seqsOf(q, project, ds))
+}
+
+/**
+ * Rows not yet stored, appended (db.ts `append`); answers every row's seq. Asking which are stored first
+ * (storedRows) is much cheaper than ON CONFLICT, whose cost grows with the project's rows (writes are serialised,
+ * so nothing slips in between). The seqs are drawn from the sequence first, as the appender fills no defaults;
+ * the new rows go into the index before the commit (an index entry is a hint, checked on use).
+ */
+export async function insertRows(tx: Tx, project: string, rows: Rows, index: RowIndex | null): Promise<Map<string, number>> {
+  const unique = new Map<string, string>()
+  for (let i = 0; i < rows.digests.length; i++) if (!unique.has(rows.digests[i]!)) unique.set(rows.digests[i]!, rows.texts[i]!)
+  const digests = [...unique.keys()]
+  const keys = index ? await keysOf(tx, digests) : []
+  const seqs = index
+    ? await storedSeqs(tx, project, index, digests, keys, (ds) => seqsOf(tx, project, ds))
+    : await seqsOf(tx, project, digests)
+  const fresh = digests.flatMap((d, i) => (seqs.has(d) ? [] : [i]))
   if (fresh.length === 0) return seqs
   const drawn = await tx.all<{ s: bigint }>(`SELECT nextval('table_row_seq') AS s FROM range($1)`, [fresh.length])
   const newSeqs = drawn.map((r) => r.s)
   await tx.append(
     'table_rows',
     [VARCHAR, VARCHAR, VARCHAR, BIGINT],
-    [fresh.map(() => project), fresh.map(([d]) => d), fresh.map(([, v]) => v), newSeqs],
+    [fresh.map(() => project), fresh.map((i) => digests[i]!), fresh.map((i) => unique.get(digests[i]!)!), newSeqs],
   )
-  fresh.forEach(([d], i) => seqs.set(d, Number(newSeqs[i])))
+  fresh.forEach((i, k) => {
+    seqs.set(digests[i]!, Number(newSeqs[k]))
+    index?.add(keys[i]!, Number(newSeqs[k]))
+  })
   return seqs
 }

@@ -27,12 +27,15 @@ export function checkExpected(expected: string | null | undefined, digest: strin
   if (expected && expected !== digest) throw new DomainError(409, `Digest mismatch: expected ${expected}, computed ${digest}`)
 }
 
+/** How update i's row is stored: digested here, or taken from a worker's digests (table-prepare.ts). */
+export type RowOf = (row: unknown, where: string, i: number) => StoredRow
+
 /** Applies the updates in order to a copy of the row list; answers the row each one touched. */
-export function applyUpdates(list: string[], updates: TableUpdateSpec[], fresh: StoredRow[]): string[] {
+export function applyUpdates(list: string[], updates: TableUpdateSpec[], fresh: StoredRow[], rowOf: RowOf = toStored): string[] {
   const touched: string[] = []
   updates.forEach((u, i) => {
     if ('append' in u) {
-      const s = toStored(u.append.row, `updates[${i}].append.row`)
+      const s = rowOf(u.append.row, `updates[${i}].append.row`, i)
       fresh.push(s)
       list.push(s.digest)
       touched.push(s.digest)
@@ -41,7 +44,7 @@ export function applyUpdates(list: string[], updates: TableUpdateSpec[], fresh: 
       touched.push(list.splice(u.pop.index, 1)[0]!)
     } else {
       if (u.insert.index < 0 || u.insert.index > list.length) throw new DomainError(400, `updates[${i}].insert: Index out of range`)
-      const s = toStored(u.insert.row, `updates[${i}].insert.row`)
+      const s = rowOf(u.insert.row, `updates[${i}].insert.row`, i)
       fresh.push(s)
       list.splice(u.insert.index, 0, s.digest)
       touched.push(s.digest)

@@ -1,7 +1,8 @@
 import { createHash, type Hash } from 'node:crypto'
 import type { DuckDBValue } from '@duckdb/node-api'
 import type { Catalog, Tx } from './db.js'
-import { dumpsBoth, digestBytes, tableDigest } from './digest.js'
+import { tableDigest } from './digest.js'
+import { rowIndexes, type RowIndex } from './table-row-index.js'
 import {
   allEntries,
   entriesAt,
@@ -10,18 +11,29 @@ import {
   readList,
   rowsBySeq,
   seqsOf,
+  storedRows,
   slice,
   strList,
   writeChunks,
   type Reader,
+  type Rows,
   type StoredRow,
   type TableList,
 } from './table-chunks.js'
 import { ENTRIES, sortedSelect, SortOrderCache } from './table-order.js'
 import { DomainError } from '../core/errors.js'
 import type { TablesBackend } from './backends.js'
-import { applyUpdates, checkCount, checkExpected, MAX_REQUEST_ROWS, MAX_TABLE_ROWS, toRow, toStored } from './table-rules.js'
+import { applyUpdates, checkCount, checkExpected, MAX_REQUEST_ROWS, MAX_TABLE_ROWS, toRow, toStored, type RowOf } from './table-rules.js'
 import type { TableQueryReq, TableRow, TableStatsRow, TableUpdateSpec } from '../schemas/tables.js'
+
+/** A write's project, its row index and the rows it stores. */
+interface Writing {
+  project: string
+  index: RowIndex | null
+  fresh: StoredRow[]
+}
+
+const columns = (rows: StoredRow[]): Rows => ({ digests: rows.map((r) => r.digest), texts: rows.map((r) => r.val_dump) })
 
 /** Hash states of recently written tables kept so an append hashes only the new rows (a Hash is ~400 bytes). */
 const HASH_STATES = 64
@@ -39,12 +51,18 @@ export class TableStore implements TablesBackend {
   async create(project: string, rows: unknown[], expected?: string | null): Promise<{ digest: string; row_digests: string[] }> {
     checkCount(rows.length, MAX_REQUEST_ROWS, 'rows in one request')
     const stored = rows.map((r, i) => toStored(r, `rows[${i}]`))
-    const row_digests = stored.map((s) => s.digest)
-    const hash = createHash('sha256').update(row_digests.join(''))
-    const digest = hash.copy().digest('hex')
+    const prepared = { digests: stored.map((s) => s.digest), texts: stored.map((s) => s.val_dump) }
+    const digest = tableDigest(prepared.digests)
     checkExpected(expected, digest)
-    await this.catalog.transaction(async (tx) => {
-      const seqs = await insertRows(tx, project, stored)
+    return this.createStored(project, digest, prepared)
+  }
+
+  /** A table of rows already checked and digested (table-prepare.ts, in a worker); `digest` is theirs. */
+  async createStored(project: string, digest: string, rows: Rows): Promise<{ digest: string; row_digests: string[] }> {
+    const row_digests = rows.digests
+    const hash = createHash('sha256').update(row_digests.join(''))
+    await this.write(project, async (tx, index) => {
+      const seqs = await insertRows(tx, project, rows, index)
       const chunks = await writeChunks(tx, project, { digests: row_digests, seqs: row_digests.map((d) => seqs.get(d)!) }, 0)
       await insertList(tx, project, digest, { n: row_digests.length, ...chunks })
     })
@@ -53,23 +71,44 @@ export class TableStore implements TablesBackend {
   }
 
   async update(project: string, base: string, updates: TableUpdateSpec[]): Promise<{ digest: string; updated_row_digests: string[] }> {
+    return this.updateWith(project, base, updates, toStored)
+  }
+
+  /** `update` with each update's row already checked and digested (table-prepare.ts): row i is update i's. */
+  async updateStored(project: string, base: string, updates: TableUpdateSpec[], rows: Rows) {
+    return this.updateWith(project, base, updates, (_row, _where, i) => ({ digest: rows.digests[i]!, val_dump: rows.texts[i]! }))
+  }
+
+  private async updateWith(project: string, base: string, updates: TableUpdateSpec[], rowOf: RowOf) {
     checkCount(updates.length, MAX_REQUEST_ROWS, 'updates in one request')
-    return this.catalog.transaction(async (tx) => {
+    return this.write(project, async (tx, index) => {
       const list = await readList(tx, project, base)
       if (!list) throw new DomainError(404, `Table ${base} not found`)
       checkCount(list.n + updates.length, MAX_TABLE_ROWS, 'rows in the table')
-      return updates.every((u) => 'append' in u) ? this.append(tx, project, base, list, updates) : this.rewrite(tx, project, list, updates)
+      const fresh: StoredRow[] = []
+      return updates.every((u) => 'append' in u)
+        ? this.append(tx, { project, index, fresh }, base, list, applyUpdates([], updates, fresh, rowOf))
+        : this.rewrite(tx, { project, index, fresh }, list, updates, rowOf)
     })
   }
 
+  /** A write transaction with the project's row index (table-row-index.ts) at hand. */
+  private async write<T>(project: string, fn: (tx: Tx, index: RowIndex | null) => Promise<T>): Promise<T> {
+    const indexes = rowIndexes(this.catalog)
+    try {
+      return await this.catalog.transaction(async (tx) => fn(tx, await indexes.of(tx, project)))
+    } finally {
+      indexes.trim()
+    }
+  }
+
   /** Appends write the new rows' chunks and a list of chunk digests; the base's chunks are shared. */
-  private async append(tx: Tx, project: string, base: string, list: TableList, updates: TableUpdateSpec[]) {
-    const fresh: StoredRow[] = []
-    const updated_row_digests = applyUpdates([], updates, fresh)
+  private async append(tx: Tx, w: Writing, base: string, list: TableList, updated_row_digests: string[]) {
+    const { project } = w
     const hash = (await this.hashOf(tx, project, base, list)).copy()
     for (const d of updated_row_digests) hash.update(d)
     const digest = hash.copy().digest('hex')
-    const seqs = await insertRows(tx, project, fresh)
+    const seqs = await insertRows(tx, project, columns(w.fresh), w.index)
     const added = await writeChunks(
       tx,
       project,
@@ -87,13 +126,13 @@ export class TableStore implements TablesBackend {
   }
 
   /** Pops and inserts: the chunks wholly before the first changed position are kept, the rest written anew. */
-  private async rewrite(tx: Tx, project: string, list: TableList, updates: TableUpdateSpec[]) {
+  private async rewrite(tx: Tx, w: Writing, list: TableList, updates: TableUpdateSpec[], rowOf: RowOf) {
+    const { project } = w
     const old = await allEntries(tx, project, list)
     const digests = [...old.digests]
-    const fresh: StoredRow[] = []
-    const updated_row_digests = applyUpdates(digests, updates, fresh)
+    const updated_row_digests = applyUpdates(digests, updates, w.fresh, rowOf)
     const digest = tableDigest(digests)
-    const seqs = await insertRows(tx, project, fresh)
+    const seqs = await insertRows(tx, project, columns(w.fresh), w.index)
     old.digests.forEach((d, i) => seqs.set(d, old.seqs[i]!))
     let same = 0
     while (same < digests.length && same < old.digests.length && digests[same] === old.digests[same]) same++
@@ -116,9 +155,9 @@ export class TableStore implements TablesBackend {
     const hash = createHash('sha256').update(digests.join(''))
     const digest = hash.copy().digest('hex')
     checkExpected(expected, digest)
-    await this.catalog.transaction(async (tx) => {
+    await this.write(project, async (tx, index) => {
       const wanted = [...new Set(digests)]
-      const seqs = await seqsOf(tx, project, wanted)
+      const seqs = await storedRows(tx, project, wanted, index)
       if (seqs.size !== wanted.length)
         throw new DomainError(400, `${wanted.length - seqs.size} of the row digests name no row of ${project}`)
       const chunks = await writeChunks(tx, project, { digests, seqs: digests.map((d) => seqs.get(d)!) }, 0)

@@ -11,7 +11,7 @@ import { clientIpOf } from './client-ip.js'
 import { Router, type Method } from './router.js'
 import type { Ctx, Reply, RequestHeaders, RouteDef } from '../api/route.js'
 import { compileValidator, type Validator } from '../schemas/validate.js'
-import { checkJsonShape } from './json-shape.js'
+import { checkJsonShape } from '../core/json-shape.js'
 
 /**
  * One HTTP exchange as the pipeline sees it. The uWebSockets.js server implements it; so does the

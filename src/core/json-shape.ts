@@ -1,4 +1,4 @@
-import { validationError } from '../core/errors.js'
+import { validationError } from './errors.js'
 
 /**
  * Deeper JSON than this is refused before any handler sees it: recursive code past here (JSON.stringify,

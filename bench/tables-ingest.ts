@@ -1,0 +1,107 @@
+/**
+ * Dataset ingest alone (the `ingest` part of bench/tables.ts, without the peer, objects or reads): a fresh weft
+ * server, then per run a fresh dataset of N rows (~1 KB each) saved in the Python SDK's ~10 MB chunks, the two
+ * ways bench/tables.ts does: `update` (create the first chunk, append the rest, one request at a time) and
+ * `digests` (every chunk its own table, four requests at a time, then `/table/create_from_digests`). Each table
+ * digest is checked against the one computed from the generated rows. Prints MB/s (row JSON bytes over wall time)
+ * per run and min / median / max, with the load average before and after.
+ *
+ *   npm run build && node dist/bench/tables-ingest.js [--rows 10000,100000] [--runs 2] [--upload update,digests] [--roots /a,/b]
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { parseFlags } from '../src/core/config.js'
+import { ROOT_DIR } from '../src/core/version.js'
+import { spread, startWeft, type Spread } from './util.js'
+import { chunkJson, makeDataset, tableDigestOf, type Dataset } from './tables-data.js'
+import { serverPid, WeftClient } from './tables-weft.js'
+
+const { flags } = parseFlags(process.argv.slice(2))
+const sizes = (flags.rows ?? '10000,100000').split(',').map(Number)
+const runs = Number(flags.runs ?? 2)
+const modes = (flags.upload ?? 'update,digests').split(',') as ('update' | 'digests')[]
+const KEY = 'bench-key'
+
+async function ingest(weft: WeftClient, d: Dataset, mode: 'update' | 'digests'): Promise<string> {
+  const [first, ...rest] = d.chunks
+  if (mode === 'update') {
+    let digest = (await weft.create(chunkJson(first!))).digest
+    for (const c of rest) digest = (await weft.append(digest, c.parts)).digest
+    return digest
+  }
+  const all: string[][] = new Array(d.chunks.length)
+  let next = 0
+  const client = async () => {
+    for (let i = next++; i < d.chunks.length; i = next++) all[i] = (await weft.create(chunkJson(d.chunks[i]!))).row_digests
+  }
+  await Promise.all([client(), client(), client(), client()])
+  return (await weft.fromDigests(all.flat())).digest
+}
+
+const load = () =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ')
+
+/** Servers built from other trees (`--roots /a,/b`: each a checkout with its own dist/) run in turns, run by run. */
+const roots = flags.roots ? flags.roots.split(',') : [ROOT_DIR]
+
+/** CPU seconds the server process has used, all its threads (DuckDB's and the workers' included). */
+function cpuSeconds(pid: number | null): number {
+  if (pid === null) return NaN
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+async function side(root: string) {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'weft-ingest-'))
+  const server = await startWeft({ root, dataDir, key: KEY })
+  return {
+    root,
+    pid: serverPid(dataDir),
+    weft: new WeftClient(server.url, KEY),
+    rates: [] as number[],
+    cpuPerMb: [] as number[],
+    async stop() {
+      await server.stop()
+      rmSync(dataDir, { recursive: true, force: true })
+    },
+  }
+}
+
+let nonce = 1
+for (const n of sizes) {
+  for (const mode of modes) {
+    const sides = await Promise.all(roots.map(side))
+    try {
+      for (let r = 0; r < runs; r++) {
+        // Sides take turns going first, so a load that rises or falls over the run hits each alike.
+        for (const x of r % 2 ? [...sides].reverse() : sides) {
+          const d = makeDataset(n, 1024, nonce++)
+          const before = load()
+          const cpu0 = cpuSeconds(x.pid)
+          const t0 = performance.now()
+          const digest = await ingest(x.weft, d, mode)
+          const s = (performance.now() - t0) / 1000
+          if (digest !== tableDigestOf(d.digests)) throw new Error(`table digest differs from the generated rows' (${digest})`)
+          const cpu = cpuSeconds(x.pid) - cpu0
+          x.rates.push(d.bytes / 1e6 / s)
+          x.cpuPerMb.push((cpu * 1000) / (d.bytes / 1e6))
+          const mbs = (d.bytes / 1e6 / s).toFixed(1)
+          console.log(
+            `${x.root} ${n} rows ${mode} run ${r + 1}: ${(d.bytes / 1e6).toFixed(1)} MB in ${s.toFixed(2)} s = ${mbs} MB/s, server CPU ${cpu.toFixed(1)} s (load ${before} → ${load()})`,
+          )
+        }
+      }
+    } finally {
+      await Promise.all(sides.map((x) => x.stop()))
+    }
+    for (const x of sides) {
+      const [sp, c] = [spread(x.rates), spread(x.cpuPerMb)]
+      const f = (v: Spread) => `${v.min.toFixed(1)} / ${v.median.toFixed(1)} / ${v.max.toFixed(1)}`
+      console.log(`${x.root} ${n} rows ${mode}: MB/s min / median / max ${f(sp)}; server CPU ms per MB ${f(c)}`)
+    }
+  }
+}

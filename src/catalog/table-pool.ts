@@ -1,0 +1,61 @@
+import os from 'node:os'
+import { fileURLToPath } from 'node:url'
+import { Piscina } from 'piscina'
+import { DomainError } from '../core/errors.js'
+import { tableTaskError, type TableTask, type TableTaskResult } from './table-prepare.js'
+
+export type PreparedTable = Extract<TableTaskResult, { ok: true }>
+
+/**
+ * Worker threads that parse and digest table bodies (table-prepare.ts). Started with the first table write, not
+ * with the server: most servers never see a dataset. Idle workers do not keep the process alive (Piscina unrefs
+ * them), and they end after a minute without work.
+ */
+export class TablePool {
+  private readonly pool: Piscina<TableTask, TableTaskResult>
+
+  constructor(opts: { threads?: number; maxQueue?: number } = {}) {
+    const threads = Math.max(1, opts.threads ?? os.availableParallelism())
+    this.pool = new Piscina({
+      filename: fileURLToPath(new URL('../../workers/tables.js', import.meta.url)),
+      minThreads: 0,
+      maxThreads: threads,
+      // A queued task holds its body (up to the body limit): 16 of them bound what waits.
+      maxQueue: opts.maxQueue ?? 16,
+      atomics: 'disabled',
+      idleTimeout: 60_000,
+    })
+  }
+
+  /**
+   * The parsed, checked and digested request; a bad body throws its DomainError. A body that is the only view of
+   * its memory moves to the worker instead of being copied (the caller must not read it afterwards).
+   */
+  async prepare(task: TableTask): Promise<PreparedTable> {
+    const body = task.body
+    const movable = body.byteLength >= 64 * 1024 && body.byteOffset === 0 && body.byteLength === body.buffer.byteLength
+    let r: TableTaskResult
+    try {
+      r = await this.pool.run(task, movable ? { transferList: [body.buffer as ArrayBuffer] } : {})
+    } catch (e) {
+      const message = (e as Error).message
+      if (message === 'Task queue is at limit')
+        throw new DomainError(503, 'Too many table writes are waiting; retry shortly', { retryAfterS: 1 })
+      // The worker died (out of memory, a crash): only this request fails; Piscina starts another.
+      throw new DomainError(503, `The table worker failed on this request and nothing was written: ${message}`, { retryAfterS: 1 })
+    }
+    if (!r.ok) throw tableTaskError(r)
+    return r
+  }
+
+  close(): Promise<void> {
+    return this.pool.destroy()
+  }
+}
+
+let shared: TablePool | null = null
+
+/** The process's table pool, made at its first use. */
+export function tablePool(): TablePool {
+  return (shared ??= new TablePool())
+}
