@@ -51,7 +51,7 @@ export async function flushTail(s: StorageState): Promise<boolean> {
   hit('flush.after-manifest')
   await refreshView(s.maint, s.dir, s.manifest.segments)
   await refreshNewerParts(s.maint, s.dir, s.manifest.segments)
-  await s.maint.run(`DELETE FROM call_parts WHERE wal_gen IN (${gens})`)
+  await s.tail.drop(oldWals.map(walNumber))
   s.tail.dropped(oldWals.map(walNumber))
   for (const w of oldWals) await fs.rm(path.join(s.dir, w), { force: true })
   hit('flush.after-wal-delete')

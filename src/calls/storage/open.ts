@@ -32,9 +32,8 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   await fs.rm(spillDir(dataDir, 'readers'), { recursive: true, force: true })
   const db = await DuckDBInstance.create(':memory:', {
     ...duckdbMemorySettings(opts.memoryLimit, 'calls', spill),
-    // A flush deletes its parts from the tail, but DuckDB frees deleted rows only at a checkpoint, which an
-    // in-memory database otherwise reaches rarely: the dead rows of every flush piled up (with a budget, until
-    // inserts failed out of memory). A checkpoint each flush's worth of writes keeps at most one flush of them.
+    // A flush takes its parts out of the tail by rebuilding the table (Tail.drop), not by deleting, since deleted
+    // rows are freed only at a checkpoint; the threshold still bounds what any other change leaves dead.
     checkpoint_threshold: `${Math.max(1, Math.floor(opts.flushBytes / 2 ** 20))}MiB`,
   })
   reportMemory('calls', db)
@@ -59,9 +58,6 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   storage.seq = BigInt(manifest.segments.reduce((m, seg) => Math.max(m, seg.max_seq), 0))
   await refreshView(maint, dir, manifest.segments).catch((e: Error) => namedFailure(maint, dir, manifest, e))
   storage.onSegments(() => recordSegments(dir, storage.manifest.segments))
-  // A flush deletes its parts from the tail table; DuckDB frees deleted rows (and their long strings) only at a
-  // checkpoint, and the threshold below alone left most of them: the tail's dead rows grew by a flush each time.
-  storage.onSegments((event) => (event === 'flush' ? maint.run('CHECKPOINT').then(() => {}) : Promise.resolve()))
   // A tail insert out of memory retries after a checkpoint (see Tail.moveRetrying).
   tail.relieve = () => maint.run('CHECKPOINT').then(() => {})
   // A compacted segment without a readable page index gets one in the background; until then pages merge.
