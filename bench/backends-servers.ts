@@ -3,10 +3,9 @@
  * on free ports. Memory is the RSS of the server's whole process tree, because chdb runs in a child
  * process of the server (src/clickhouse/chdb-child.ts): the server's own `process.memoryUsage()` misses it.
  */
-import { spawn } from 'node:child_process'
 import { readFileSync, readdirSync, statSync } from 'node:fs'
 import path from 'node:path'
-import { freePort } from './util.js'
+import { startWeft } from './util.js'
 
 export type BackendKind = 'embedded' | 'chdb'
 
@@ -59,41 +58,18 @@ export function diskBytes(dir: string): number {
 
 /** Starts `weft serve` on one backend and waits until it answers. */
 export async function startBackend(root: string, kind: BackendKind, dataDir: string, key: string): Promise<BackendServer> {
-  const port = await freePort()
-  const args = [path.join(root, 'dist', 'src', 'main.js'), 'serve', '--port', String(port), '--data-dir', dataDir]
-  if (kind === 'chdb') args.push('--storage', 'chdb', '--chdb-path', path.join(dataDir, 'chdb'))
-  const proc = spawn(process.execPath, args, {
-    cwd: root,
+  const server = await startWeft({
+    root,
+    dataDir,
+    key,
+    args: kind === 'chdb' ? ['--storage', 'chdb', '--chdb-path', path.join(dataDir, 'chdb')] : [],
     env: {
-      ...process.env,
       WEFT_STORAGE: kind,
-      WEFT_API_KEY: key,
       WEFT_ACCESS_LOG: 'false',
       WEFT_MODEL: 'none',
       // A deep page on a loaded machine can take seconds: no 504s in the bench.
       WEFT_QUERY_TIMEOUT_MS: '600000',
     },
-    stdio: ['ignore', 'ignore', 'inherit'],
   })
-  const url = `http://127.0.0.1:${port}`
-  for (let i = 0; ; i++) {
-    try {
-      if ((await fetch(url + '/health')).ok) break
-    } catch {
-      if (i > 1200 || proc.exitCode !== null) throw new Error(`${kind} server did not start`)
-      await new Promise((r) => setTimeout(r, 100))
-    }
-  }
-  return {
-    kind,
-    url,
-    dataDir,
-    rss: () => treeRss(proc.pid!),
-    async stop() {
-      if (proc.exitCode !== null) return
-      const exited = new Promise((r) => proc.on('exit', r))
-      proc.kill('SIGTERM')
-      await exited
-    },
-  }
+  return { kind, url: server.url, dataDir, rss: () => treeRss(server.pid), stop: () => server.stop() }
 }

@@ -30,6 +30,8 @@ export function spread(xs: number[]): Spread {
 
 export interface BenchServer {
   url: string
+  /** The server's process id (taskset runs it in its own process). */
+  pid: number
   stop(): Promise<void>
 }
 
@@ -43,6 +45,8 @@ export async function startWeft(opts: {
   key: string
   cpus?: string
   env?: Record<string, string>
+  /** More `serve` flags (a storage backend, say). */
+  args?: string[]
 }): Promise<BenchServer> {
   const cpus = opts.cpus ?? Array.from({ length: os.cpus().length }, (_, i) => i).join(',')
   const port = await freePort()
@@ -50,7 +54,7 @@ export async function startWeft(opts: {
   const main = path.join(opts.root, 'dist', 'src', 'main.js')
   const proc = spawn(
     'taskset',
-    ['-c', cpus, process.execPath, ...nodeArgs, main, 'serve', '--port', String(port), '--data-dir', opts.dataDir],
+    ['-c', cpus, process.execPath, ...nodeArgs, main, 'serve', '--port', String(port), '--data-dir', opts.dataDir, ...(opts.args ?? [])],
     {
       env: { ...process.env, WEFT_API_KEY: opts.key, ...opts.env },
       stdio: ['ignore', 'ignore', 'inherit'],
@@ -61,12 +65,14 @@ export async function startWeft(opts: {
     try {
       if ((await fetch(url + '/health')).ok) break
     } catch {
-      if (i > 600 || proc.exitCode !== null) throw new Error('server did not start')
+      // Up to two minutes: a loaded machine, or a ClickHouse backend creating its schema.
+      if (i > 1200 || proc.exitCode !== null) throw new Error('server did not start')
       await new Promise((r) => setTimeout(r, 100))
     }
   }
   return {
     url,
+    pid: proc.pid!,
     async stop() {
       proc.kill('SIGTERM')
       if (proc.exitCode === null) await new Promise((r) => proc.on('exit', r))
