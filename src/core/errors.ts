@@ -60,11 +60,20 @@ export function toDomainError(e: unknown): DomainError {
       retryAfterS: 30,
     })
   // DuckDB past its memory_limit (--memory-limit) with nothing left to spill: a load condition, not a bug.
-  if (e instanceof Error && /Out of Memory Error/.test(e.message))
+  if (outOfMemory(e))
     return new DomainError(503, 'The server is out of query memory (--memory-limit); retry shortly or narrow the request', {
       retryAfterS: 5,
     })
   return new DomainError(500, 'Internal server error')
+}
+
+/**
+ * DuckDB past its memory limit. Its errors say so in more than one way: "Out of Memory Error: …", and, when a
+ * commit cannot get a buffer, "TransactionContext Error: Failed to commit: failed to pin block of size 256.0 KiB
+ * (2.9 GiB/3.0 GiB used)" (seen in the soak, on a tail insert).
+ */
+export function outOfMemory(e: unknown): boolean {
+  return e instanceof Error && /Out of Memory Error|failed to pin block|could not allocate block/i.test(e.message)
 }
 
 /** A full disk (or quota) is the operator's problem, not a bug: from Node's errno or DuckDB's message. */
