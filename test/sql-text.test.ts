@@ -84,6 +84,10 @@ const REVIEWED: Record<string, Reviewed> = {
     names: ['splitList', 'strList', 'unique'],
     why: 'strList/splitList: from_json($n) placeholders; unique: an IN list of $n placeholders',
   },
+  'src/catalog/table-row-index.ts': {
+    names: ['KEY_SQL', 'unique'],
+    why: "KEY_SQL: the file's hash expression over a column name it names itself ('x', 'digest'); unique: an IN list of $n placeholders",
+  },
   'src/catalog/table-order.ts': {
     names: ['orderBy', 'keys', 'cols', 'fields', 'from'],
     why: 'row paths are bound as JSON paths ($n); direction from asc|desc; cols / from: constant fragments of the callers in tables.ts and table-order.ts',
