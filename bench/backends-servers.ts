@@ -48,10 +48,23 @@ export function treeRss(pid: number): number {
 /** Bytes of the files under a directory (what `du --apparent-size` counts). */
 export function diskBytes(dir: string): number {
   let total = 0
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
+  // ClickHouse's merges create and remove temporary directories while this walks: one gone by now counts 0.
+  const gone = (e: unknown) => (e as NodeJS.ErrnoException).code === 'ENOENT'
+  let entries
+  try {
+    entries = readdirSync(dir, { withFileTypes: true })
+  } catch (e) {
+    if (gone(e)) return 0
+    throw e
+  }
+  for (const e of entries) {
     const p = path.join(dir, e.name)
-    if (e.isDirectory()) total += diskBytes(p)
-    else if (e.isFile()) total += statSync(p).size
+    try {
+      if (e.isDirectory()) total += diskBytes(p)
+      else if (e.isFile()) total += statSync(p).size
+    } catch (err) {
+      if (!gone(err)) throw err
+    }
   }
   return total
 }

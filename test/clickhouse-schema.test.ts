@@ -9,7 +9,10 @@ import { chdbResolvable } from '../src/clickhouse/chdb-executor.js'
 import { allStatements, bootstrap, MIGRATIONS } from '../src/clickhouse/migrations.js'
 import type { CallFilter } from '../src/calls/model.js'
 import { ChParams } from '../src/clickhouse/query/params.js'
-import { chRollupCountsSql, chRollupTotalSql, rollupDims } from '../src/clickhouse/stats-rollup-sql.js'
+import { chRollupCountsSql, chRollupTotalSql, rollupDims, suspectsSql } from '../src/clickhouse/stats-rollup-sql.js'
+import { chRollupDoneSql, chRollupUsageSql } from '../src/clickhouse/stats-done-sql.js'
+import { slotParams } from '../src/clickhouse/stats-slots.js'
+import { ALPHA } from '../src/stats/sketch.js'
 import { ROOT, tempDir, CHDB_FROM } from './helpers/server.js'
 
 const TABLES = [
@@ -26,6 +29,10 @@ const TABLES = [
   'stats_calls_hourly_backfill',
   'stats_call_marks',
   'stats_call_marks_backfill',
+  'stats_call_done',
+  'stats_done_hourly',
+  'stats_usage_hourly',
+  'stats_done_backfill',
 ]
 
 t.test('single node: plain engines, no cluster clauses', async (t) => {
@@ -43,11 +50,11 @@ t.test('single node: plain engines, no cluster clauses', async (t) => {
   )
   t.same(
     inserts.map((s) => /^INSERT INTO `weft`\.`(\w+)`/.exec(s)![1]),
-    ['stats_rollup_meta', 'stats_calls_hourly_backfill', 'stats_call_marks_backfill'],
+    ['stats_rollup_meta', 'stats_calls_hourly_backfill', 'stats_call_marks_backfill', 'stats_done_meta', 'stats_done_backfill'],
     '…or an insert guarded by the table being empty, or into a table that replaces its rows',
   )
   t.match(inserts[0], /WHERE \(SELECT count\(\) FROM `weft`\.`stats_rollup_meta`\) = 0$/)
-  for (const name of ['stats_calls_hourly_backfill', 'stats_call_marks_backfill'])
+  for (const name of ['stats_calls_hourly_backfill', 'stats_call_marks_backfill', 'stats_done_backfill'])
     t.match(
       ddl.find((s) => s.includes(`\`${name}\` (`))!,
       /ENGINE = ReplacingMergeTree\(\)/,
@@ -103,6 +110,8 @@ t.test('cluster: ON CLUSTER, Replicated local tables, Distributed tables sharded
     ['calls_merged_mv', 'calls_merged'],
     ['stats_calls_hourly_mv', 'stats_calls_hourly'],
     ['stats_call_marks_mv', 'stats_call_marks'],
+    ['stats_done_marks_mv', 'stats_call_marks'],
+    ['stats_call_done_mv', 'stats_call_done'],
   ]) {
     const mv = ddl.find((s) => s.includes(`\`${view}\``))!
     t.match(mv, new RegExp(`TO \`weft\`\\.\`${target}_local\``), `${view} writes shard-local…`)
@@ -259,6 +268,93 @@ t.test(
         [hour(H3), 3],
       ],
       'per bucket: hours 1 and 2 in one bucket, hour 3 in another',
+    )
+
+    // Migration 5: latency, errors and usage from the emitted-call rollups, on the same database.
+    const [m5] = MIGRATIONS.filter((m) => m.version === 5)
+    const put = (rows: Record<string, unknown>[]) =>
+      s.query(`INSERT INTO weft.call_parts FORMAT JSONEachRow ${rows.map((r) => JSON.stringify({ project_id: 'p', ...r })).join('\n')}`)
+    const at = (x: string, ms: number) => new Date(Date.parse(x.replace(' ', 'T') + 'Z') + ms).toISOString().replace('T', ' ').slice(0, -1)
+    // Before it: a's end (5 s), never counted by a view.
+    put([{ id: 'a', seq: 1001, kind: 'end', ended_at: at(H1, 5000) }])
+    run(m5!.statements(l))
+    // After: f ends (7 s; its start came earlier); h's end has a lower seq than its start (a clock behind:
+    // neither half sees the other as earlier, so nobody emits it); i is one part with an error and usage;
+    // j one part, then deleted; k's end (4 s, usage) comes before its start.
+    put([{ id: 'f', seq: 1002, kind: 'end', ended_at: at(H3, 7000) }])
+    put([{ id: 'h', seq: 1020, kind: 'start', started_at: H2, op_name: 'x' }])
+    put([{ id: 'h', seq: 1010, kind: 'end', ended_at: at(H2, 3000) }])
+    const m = (u: Record<string, number>) => [{ model: 'm', ...u }]
+    put([
+      {
+        id: 'i',
+        seq: 1030,
+        kind: 'start',
+        started_at: H2,
+        ended_at: at(H2, 2000),
+        op_name: 'y',
+        parent_id: 'a',
+        exception: 'E',
+        usage: m({ prompt_tokens: 4, completion_tokens: 6 }),
+      },
+      { id: 'j', seq: 1031, kind: 'start', started_at: H2, ended_at: at(H2, 1000), op_name: 'x' },
+    ])
+    put([{ id: 'j', seq: 1032, kind: 'delete', deleted_at: H3 }])
+    put([{ id: 'k', seq: 1040, kind: 'end', ended_at: at(H3, 4000), usage: m({ input_tokens: 10, total_tokens: 12 }) }])
+    put([{ id: 'k', seq: 1041, kind: 'start', started_at: H3, op_name: 'x' }])
+    run(m5!.statements(l))
+    t.same(
+      rows(`SELECT id FROM weft.stats_call_done ORDER BY id`).flat(),
+      ['f', 'i', 'j', 'k'],
+      'emitted once each by the later half (or the one part holding both); h by neither; a before the views',
+    )
+    const sus = new ChParams()
+    const corrected = read(`SELECT DISTINCT id FROM (${suspectsSql(l, sus.add('p', 'String'), true)}) ORDER BY id`, sus).map((r) => r.id)
+    t.same(
+      corrected,
+      ['a', 'b', 'c', 'd', 'e', 'h', 'j'],
+      'corrected: a (ended before the views), h (not emitted), j (deleted), and the counts’ own',
+    )
+    const done = new ChParams()
+    const netted = new Map<number, { n: number; sum: number; err: number; bins: Map<number, number> }>()
+    for (const r of read(chRollupDoneSql(l, slotParams('p', slots, [], done), done), done)) {
+      const sign = Number(r.sub) === 1 ? -1 : 1
+      const b = netted.get(Number(r.bucket)) ?? { n: 0, sum: 0, err: 0, bins: new Map<number, number>() }
+      netted.set(Number(r.bucket), b)
+      b.n += sign * Number(r.lat_n)
+      b.sum += sign * Number(r.lat_sum)
+      b.err += sign * Number(r.err)
+      const [ks, ns] = r.bins as unknown as [number[], number[]]
+      ks.forEach((k, i) => b.bins.set(Number(k), (b.bins.get(Number(k)) ?? 0) + sign * Number(ns[i])))
+    }
+    // The sketch's bins (stats/sketch.ts): 1 + ceil(ln latency / ln γ).
+    const gamma = Math.log((1 + ALPHA) / (1 - ALPHA))
+    const bins = (lats: number[]) => lats.map((x) => 1 + Math.ceil(Math.log(x) / gamma)).sort((x, y) => x - y)
+    const flat = (m: Map<number, number>) => [...m].flatMap(([k, n]) => Array<number>(Math.max(0, n)).fill(k)).sort((x, y) => x - y)
+    t.same(
+      [...netted].map(([b, x]) => [b, x.n, x.sum, x.err, flat(x.bins)]).sort((x, y) => Number(x[0]) - Number(y[0])),
+      [
+        [hour(H1), 3, 10_000, 1, bins([5000, 3000, 2000])],
+        [hour(H3), 2, 11_000, 0, bins([7000, 4000])],
+      ],
+      'latency and errors per bucket: a, h, i (error) in hours 1-2, f and k in hour 3; j taken back out',
+    )
+    const use = new ChParams()
+    const tokens = read(chRollupUsageSql(l, slotParams('p', slots, [], use), use), use).map((r) => [
+      Number(r.bucket),
+      r.model,
+      Number(r.n),
+      Number(r.input_tokens_sum),
+      Number(r.output_tokens_sum),
+      Number(r.total_tokens_sum),
+    ])
+    t.same(
+      tokens.sort((x, y) => Number(x[0]) - Number(y[0])),
+      [
+        [hour(H1), 'm', 1, 4, 6, 0],
+        [hour(H3), 'm', 1, 10, 0, 12],
+      ],
+      'usage per bucket and model: i’s from its own part, k’s read from call_usage by its start',
     )
   },
 )

@@ -123,7 +123,8 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
       [10800, 'Asia/Kolkata'],
     ] as const) {
       const b = await same(t, '/calls/stats', { ...range, granularity, timezone, call_metrics: CALLS }, `${granularity} s in ${timezone}`)
-      t.equal(b.headers.get('x-weft-stats-path'), 'scan', 'ClickHouse aggregates the calls directly')
+      const path = granularity < 3600 ? 'scan' : 'rollup'
+      t.equal(b.headers.get('x-weft-stats-path'), path, `latency, errors and counts answered by the ${path}`)
       t.ok(
         b.json.call_buckets.some((x: { count: number }) => x.count > 0),
         'buckets hold calls',
@@ -291,33 +292,45 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
     )
 
     const COUNT = [{ metric: 'call_count', aggregations: ['sum', 'avg', 'count'], percentiles: [50] }]
-    for (const [granularity, timezone, filter] of [
-      [3600, 'UTC', null],
-      [900, 'UTC', null],
-      [86400, 'America/New_York', { op_names: [OPS[1]] }],
-      [10800, 'Asia/Kolkata', { trace_roots_only: true }],
-      [21600, 'UTC', { op_names: ['weave:///ch-stats/proj/op/a:*', OPS[2]], trace_roots_only: true }],
-      [43200, 'UTC', { op_names: ["x' OR 1=1 --", "weave:///ch-stats/proj/op/b:*') --"] }],
+    const TOKENS = USAGE.filter((u) => !u.metric.endsWith('_cost'))
+    // Every call's id: a filter the rollups cannot answer that leaves the answer as it is, so ClickHouse scans.
+    const everyId = [...calls.keys()]
+    // `more`: latency, errors and tokens too (three shapes, for the suite's time).
+    for (const [granularity, timezone, filter, more] of [
+      [3600, 'UTC', null, true],
+      [900, 'UTC', null, false],
+      [86400, 'America/New_York', { op_names: [OPS[1]] }, true],
+      [10800, 'Asia/Kolkata', { trace_roots_only: true }, true],
+      [21600, 'UTC', { op_names: ['weave:///ch-stats/proj/op/a:*', OPS[2]], trace_roots_only: true }, false],
+      [43200, 'UTC', { op_names: ["x' OR 1=1 --", "weave:///ch-stats/proj/op/b:*') --"] }, false],
     ] as const) {
-      const label = `counts, ${granularity} s in ${timezone}, filter ${JSON.stringify(filter)}`
-      const b = await same(t, '/calls/stats', { ...range, granularity, timezone, call_metrics: COUNT, filter }, label)
-      t.equal(
-        b.headers.get('x-weft-stats-path'),
-        granularity < 3600 ? 'scan' : 'rollup',
-        `${label}: answered by the ${granularity < 3600 ? 'scan' : 'rollup'}`,
-      )
-      // The rollup's counts equal the ClickHouse scan's (latency asked too: the scan answers).
-      const scan = await postJson(ch!, '/calls/stats', {
-        ...range,
-        granularity,
-        timezone,
-        call_metrics: [...COUNT, { metric: 'latency_ms' }],
-        filter,
-      })
+      const label = `${granularity} s in ${timezone}, filter ${JSON.stringify(filter)}`
+      const path = granularity < 3600 ? 'scan' : 'rollup'
+      const req = { ...range, granularity, timezone, filter }
+      const b = await same(t, '/calls/stats', { ...req, call_metrics: COUNT }, `counts, ${label}`)
+      t.equal(b.headers.get('x-weft-stats-path'), path, `counts, ${label}: answered by the ${path}`)
+      if (!more) {
+        const scan = await postJson(ch!, '/calls/stats', { ...req, call_metrics: COUNT, filter: { ...filter, call_ids: everyId } })
+        t.equal(scan.headers.get('x-weft-stats-path'), 'scan')
+        compare(t, b.json, scan.json, `counts, ${label}: the rollup and ClickHouse's scan`)
+        continue
+      }
+      // Latency, errors and token metrics: the corrected calls' emissions out, their merged state in. Sums,
+      // averages and counts always come from the rollups; an extreme (or a percentile, clamped to them) that a
+      // corrected call held cannot, and such a request is scanned: equal answers either way.
+      const sums = { aggregations: ['sum', 'avg', 'count'] }
+      const plain = {
+        ...req,
+        call_metrics: ['latency_ms', 'error_count', 'call_count'].map((metric) => ({ metric, ...sums })),
+        usage_metrics: TOKENS.map((u) => ({ ...u, ...sums })),
+      }
+      const f = await same(t, '/calls/stats', plain, `latency, errors, tokens, ${label}`)
+      t.equal(f.headers.get('x-weft-stats-path'), path, `latency, errors, tokens, ${label}: answered by the ${path}`)
+      const full = { ...req, call_metrics: CALLS, usage_metrics: TOKENS }
+      await same(t, '/calls/stats', full, `with extremes and percentiles, ${label}`)
+      const scan = await postJson(ch!, '/calls/stats', { ...plain, filter: { ...filter, call_ids: everyId } })
       t.equal(scan.headers.get('x-weft-stats-path'), 'scan')
-      const counts = (x: { call_buckets: { timestamp: string; count: number; sum_call_count: number }[] }) =>
-        x.call_buckets.map((r) => [r.timestamp, r.count, r.sum_call_count])
-      t.same(counts(b.json), counts(scan.json), `${label}: the rollup and the scan agree`)
+      compare(t, f.json, scan.json, `${label}: the rollups and ClickHouse's scan`)
     }
     // Hourly UTC counts worked out here from what was sent.
     const res = await postJson(ch!, '/calls/stats', { ...range, granularity: 3600, call_metrics: COUNT })

@@ -86,11 +86,11 @@ for (let i = 0; i < 1000; i++) {
 for (const c of calls) if (c.usage['gpt-4o']?.input_tokens !== undefined) c.usage['gpt-4o']!.total_tokens = 0
 
 /**
- * The rollup tiers differ by backend: on ClickHouse (WEFT_STORAGE=chdb|clickhouse) only call counts
- * (filtered by op names and roots at most) come from its rollups (materialized views, docs/clickhouse.md);
- * every other answer is aggregated directly from the merged calls and says `scan`. The values are
- * checked the same on both backends; only the path differs. `countsOnly`: the request asks for call
- * counts alone, which ClickHouse answers from its rollups too.
+ * The rollup tiers differ by backend: on ClickHouse (WEFT_STORAGE=chdb|clickhouse) call metrics and token
+ * sums, counts and extremes (filtered by op names and roots at most, over whole UTC hours) come from its
+ * rollups (materialized views, docs/clickhouse.md); every other answer is aggregated directly from the
+ * merged calls and says `scan`. The values are checked the same on both backends; only the path differs.
+ * `countsOnly`: the request is one ClickHouse answers from its rollups too.
  */
 const ON_CLICKHOUSE = process.env.WEFT_STORAGE === 'chdb' || process.env.WEFT_STORAGE === 'clickhouse'
 function rollupPath(t: Test, path: string | null, msg = 'answered from the rollups', countsOnly = false) {
@@ -229,7 +229,7 @@ t.test('hourly buckets over three days: exact sums, counts, min/max/avg; percent
   const req = { project_id: P, start: iso(BASE), end: iso(end), granularity: 3600, call_metrics: CALL_METRICS }
   const r = await post('/calls/stats', req)
   t.equal(r.status, 200, r.text.slice(0, 300))
-  rollupPath(t, r.path, 'answered from the rollups')
+  rollupPath(t, r.path, 'answered from the rollups', true)
   t.equal(r.json.granularity, 3600)
   t.equal(r.json.timezone, 'UTC')
   compareCalls(t, r.json.call_buckets, expectedCalls(hours(BASE, end), end), 'rollup')
@@ -245,7 +245,7 @@ t.test('partial hours at both ends come from the per-call tier and are added to 
   const end = BASE + 50 * H + 13 * 60_000
   const r = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(end), granularity: 21600, call_metrics: CALL_METRICS })
   t.equal(r.status, 200)
-  rollupPath(t, r.path)
+  rollupPath(t, r.path, undefined, true)
   const bounds = hours(BASE, end, 6 * H)
   const want = expectedCalls(bounds, end).map((b, i) => (i === 0 ? expectedCalls([start, BASE + 6 * H], end)[0]! : b))
   want[0]!.timestamp = iso(BASE)
@@ -280,7 +280,7 @@ t.test('day buckets follow local midnight across a DST change (America/New_York,
   const want = expectedCalls(bounds, end)
   // The first bucket starts before the range: only calls from `start` on count (they all do: none before BASE).
   compareCalls(t, r.json.call_buckets, want, 'new york days')
-  rollupPath(t, r.path, 'local midnights are whole UTC hours here')
+  rollupPath(t, r.path, 'local midnights are whole UTC hours here', true)
   t.equal(
     sum(r.json.call_buckets.map((b: any) => b.count)),
     live().filter((c) => c.started < end).length,
@@ -322,7 +322,7 @@ t.test('filters the rollups hold: op names and trace roots', async (t) => {
     call_metrics: CALL_METRICS,
     filter: f,
   })
-  rollupPath(t, r.path)
+  rollupPath(t, r.path, undefined, true)
   compareCalls(
     t,
     r.json.call_buckets,

@@ -12,6 +12,7 @@ import {
   TABLE_ROWS,
   TABLES,
 } from './schema-catalog.js'
+import { statsDoneStatements } from './stats-done-schema.js'
 import { statsRollupStatements } from './stats-schema.js'
 
 /**
@@ -46,6 +47,11 @@ export const MIGRATIONS: Migration[] = [
     version: 4,
     name: 'stats_rollups',
     statements: statsRollupStatements,
+  },
+  {
+    version: 5,
+    name: 'stats_done_rollups',
+    statements: statsDoneStatements,
   },
 ]
 

@@ -3,6 +3,7 @@ import type { CallFilter } from '../calls/model.js'
 import { chOpNamesCond } from './calls-sql.js'
 import { table, type Layout } from './layout.js'
 import type { ChParams } from './query/params.js'
+import { slotParams } from './stats-slots.js'
 import { HOUR_OF } from './stats-schema.js'
 
 /**
@@ -24,12 +25,44 @@ export function rollupDims(f: CallFilter | null | undefined, params: ChParams): 
   return conds
 }
 
-/** The calls of a project whose count the rollup alone would get wrong: several starts, or a delete. */
-function suspectsSql(l: Layout, p: string): string {
-  return `SELECT id FROM (
-      SELECT id, starts, deletes FROM ${table(l, 'stats_call_marks')} WHERE project_id = ${p}
-      UNION ALL SELECT id, starts, deletes FROM ${table(l, 'stats_call_marks_backfill')} FINAL WHERE project_id = ${p})
-    GROUP BY id HAVING sum(starts) > 1 OR sum(deletes) > 0`
+/** The mark counts a call is judged by; those the backfill of migration 4 lacks read as 0 there. */
+const MARKS = ['starts', 'deletes', 'ends', 'extras', 'emits', 'usage_in', 'usage_out']
+
+/** "This call's rollup rows are not its merged state", over its summed mark counts (`v` spells one). */
+function suspect(v: (c: string) => string, done: boolean): string {
+  const counts = `${v('starts')} > 1 OR ${v('deletes')} > 0`
+  if (!done) return counts
+  return `${counts} OR ${v('ends')} > 1 OR ${v('extras')} > 0 OR ${v('emits')} != (${v('starts')} = 1 AND ${v('ends')} = 1)
+      OR ${v('usage_out')} != if(${v('emits')} = 1, ${v('usage_in')}, 0)`
+}
+
+/**
+ * The calls of a project whose count the rollup alone would get wrong: several starts, or a delete.
+ * `done` (latency, errors, usage: stats-done-schema.ts) adds the calls whose halves and emissions do
+ * not read "one start, one end, emitted once with all its usage", and those with end-side parts older
+ * than the views. FINAL sums each call's marks in key order, one row per call, and the condition
+ * filters those (cheaper than a GROUP BY over the project's calls); only calls with backfilled marks
+ * (a database upgraded to migration 4) need theirs added across the two tables.
+ */
+export function suspectsSql(l: Layout, p: string, done = false): string {
+  const marks = table(l, 'stats_call_marks')
+  const backfill = table(l, 'stats_call_marks_backfill')
+  const old = `SELECT id FROM ${backfill} WHERE project_id = ${p}`
+  const names = done ? MARKS : MARKS.slice(0, 2)
+  const cols = names.join(', ')
+  const zeros = names
+    .slice(2)
+    .map((c) => `, 0 AS ${c}`)
+    .join('')
+  const parts = [
+    `SELECT id FROM ${marks} FINAL WHERE project_id = ${p} AND id NOT IN (${old}) AND (${suspect((c) => c, done)})`,
+    `SELECT id FROM (
+        SELECT id, ${cols} FROM ${marks} WHERE project_id = ${p} AND id IN (${old})
+        UNION ALL SELECT id, starts, deletes${zeros} FROM ${backfill} FINAL WHERE project_id = ${p})
+      GROUP BY id HAVING ${suspect((c) => `sum(${c})`, done)}`,
+  ]
+  if (done) parts.push(`SELECT id FROM ${table(l, 'stats_done_backfill')} WHERE project_id = ${p}`)
+  return parts.join('\n    UNION ALL ')
 }
 
 /** (hour, op_name, is_root, n) rows: the rollup's and the backfill's rows meeting `inHours`, and the suspects' corrections. */
@@ -52,19 +85,10 @@ function contributionsSql(l: Layout, p: string, inHours: string): string {
  * bucket start], ms), matching the rollup conditions `dims` (rollupDims).
  */
 export function chRollupCountsSql(l: Layout, project: string, slots: [number, number][], dims: string[], params: ChParams): string {
-  const p = params.add(project, 'String')
-  const hours = params.add(
-    slots.map(([h]) => h),
-    'Array(Int64)',
-  )
-  const buckets = params.add(
-    slots.map(([, b]) => b),
-    'Array(Int64)',
-  )
-  const inHours = `has(${hours}, hour)`
-  return `SELECT ${buckets}[indexOf(${hours}, hour)] AS bucket, sum(n) AS n
-    FROM (${contributionsSql(l, p, inHours)})
-    WHERE ${[inHours, ...dims].join(' AND ')}
+  const s = slotParams(project, slots, dims, params)
+  return `SELECT ${s.bucketOf} AS bucket, sum(n) AS n
+    FROM (${contributionsSql(l, s.p, s.inHours)})
+    WHERE ${[s.inHours, ...dims].join(' AND ')}
     GROUP BY bucket`
 }
 

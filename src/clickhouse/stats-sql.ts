@@ -5,6 +5,7 @@ import type { Column, UsageMetric } from '../stats/metrics.js'
 import type { StatsContext } from '../stats/plan.js'
 import { chMatching } from './calls-sql.js'
 import { table, type Layout } from './layout.js'
+import { TOKEN_EXPRS, TOKEN_METRICS } from './stats-done-schema.js'
 import type { ChParams } from './query/params.js'
 
 /**
@@ -15,7 +16,7 @@ import type { ChParams } from './query/params.js'
  */
 
 /** ln γ of stats/sketch.ts's bins, computed the same way so a latency falls in the same bin on both backends. */
-const LN_GAMMA = Math.log((1 + ALPHA) / (1 - ALPHA))
+export const LN_GAMMA = Math.log((1 + ALPHA) / (1 - ALPHA))
 
 /** `windows` as a condition on a millisecond time `t` (bound arrays: its size does not grow with the list). */
 function inWindows(t: string, windows: readonly [number, number][], params: ChParams): string {
@@ -35,7 +36,7 @@ function inWindows(t: string, windows: readonly [number, number][], params: ChPa
  * `(…) AS m WHERE …`. Only calls with a row started there are merged (a merged start time is one of
  * its rows'), which the min-max index on started_at keeps to the range's parts.
  */
-function callsInRange(l: Layout, ctx: StatsContext, params: ChParams, windows?: readonly [number, number][]): string {
+function callsInRange(l: Layout, ctx: StatsContext, params: ChParams, windows?: readonly [number, number][]): { sql: string; ids: string } {
   const lo = params.add(ctx.start, 'Int64')
   const hi = params.add(ctx.end, 'Int64')
   // Milliseconds compare as the embedded engine's microsecond timestamps do: t_us >= b*1000 ⇔ floor(t_us/1000) >= b.
@@ -43,9 +44,10 @@ function callsInRange(l: Layout, ctx: StatsContext, params: ChParams, windows?: 
   const row = 'tupleElement(started_at, 2)'
   const conds = [`${row} >= fromUnixTimestamp64Milli(${lo})`, `${row} < fromUnixTimestamp64Milli(${hi})`]
   if (windows) conds.push(inWindows(`toUnixTimestamp64Milli(${row})`, windows, params))
-  const narrow = `c.id IN (SELECT id FROM ${table(l, 'calls_merged')} WHERE project_id = ${params.add(ctx.project_id, 'String')} AND ${conds.join(' AND ')})`
-  const sql = `${chMatching(l, ctx.project_id, { filter: ctx.filter }, params, [narrow])} AND ${t} >= ${lo} AND ${t} < ${hi}`
-  return windows ? `${sql} AND ${inWindows(t, windows, params)}` : sql
+  // The ids of the calls with a row started there: a superset of the calls merged, for other tables to narrow by.
+  const ids = `SELECT id FROM ${table(l, 'calls_merged')} WHERE project_id = ${params.add(ctx.project_id, 'String')} AND ${conds.join(' AND ')}`
+  const sql = `${chMatching(l, ctx.project_id, { filter: ctx.filter }, params, [`c.id IN (${ids})`], ['ended_at', 'exception'])} AND ${t} >= ${lo} AND ${t} < ${hi}`
+  return { sql: windows ? `${sql} AND ${inWindows(t, windows, params)}` : sql, ids }
 }
 
 /** Each row of `rows` (with `t` ms and `z` = 0) given its bucket: the last bucket start at or before t. */
@@ -66,7 +68,7 @@ export function chCallGroupsSql(l: Layout, ctx: StatsContext, params: ChParams, 
   const rows = `SELECT t, z, lat, err, ${bin} AS k FROM (
       SELECT toUnixTimestamp64Milli(m.started_at) AS t, toUInt8(0) AS z,
         toUnixTimestamp64Milli(m.ended_at) - toUnixTimestamp64Milli(m.started_at) AS lat, m.exception IS NOT NULL AS err
-      FROM ${callsInRange(l, ctx, params, windows)})`
+      FROM ${callsInRange(l, ctx, params, windows).sql})`
   return `SELECT b.ts AS bucket, r.k AS k, count() AS n, count(r.lat) AS lat_n, coalesce(sum(r.lat), 0) AS lat_sum,
       min(r.lat) AS lat_min, max(r.lat) AS lat_max, countIf(r.err) AS err
     FROM ${bucketed(rows, ctx, params)}
@@ -102,24 +104,23 @@ function spansSql(spans: readonly PriceSpan[], params: ChParams): string {
     FROM (SELECT arrayJoin(arrayZip(${zip})) AS x) GROUP BY llm)`
 }
 
-const TOKENS: Record<string, string> = {
-  input_tokens: 'coalesce(u.prompt_tokens, 0) + coalesce(u.input_tokens, 0)',
-  output_tokens: 'coalesce(u.completion_tokens, 0) + coalesce(u.output_tokens, 0)',
-  total_tokens: 'u.total_tokens',
-  cache_read_input_tokens: 'u.cache_read_input_tokens',
-  cache_creation_input_tokens: 'u.cache_creation_input_tokens',
-}
-
 /**
  * Usage per bucket and model: for each metric its sum, count, min and max (`{m}_sum`, …), and the
  * percentiles asked for as `p0`, `p1`, … — exact and interpolated between ranks (R7, as DuckDB's
  * quantile_cont in the embedded scan). Costs join each usage row to the price in effect at its start.
  */
-export function chUsageGroupsSql(l: Layout, ctx: StatsContext, pcts: Column<UsageMetric>[], params: ChParams): string {
+export function chUsageGroupsSql(
+  l: Layout,
+  ctx: StatsContext,
+  pcts: Column<UsageMetric>[],
+  params: ChParams,
+  windows?: readonly [number, number][],
+): string {
   const costs = ctx.usageCols.some((c) => c.metric.endsWith('_cost'))
-  const metrics = [...Object.keys(TOKENS), ...(costs ? ['input_cost', 'output_cost', 'total_cost'] : [])]
+  const metrics = [...TOKEN_METRICS, ...(costs ? ['input_cost', 'output_cost', 'total_cost'] : [])]
   const p = params.add(ctx.project_id, 'String')
-  const calls = `SELECT m.id AS id, toUnixTimestamp64Milli(m.started_at) AS t FROM ${callsInRange(l, ctx, params)}`
+  const inRange = callsInRange(l, ctx, params, windows)
+  const calls = `SELECT m.id AS id, toUnixTimestamp64Milli(m.started_at) AS t FROM ${inRange.sql}`
   const spans = costs ? spansSql(ctx.spans, params) : ''
   const price = costs
     ? `LEFT JOIN ${spans} AS sp ON sp.llm = u.model
@@ -129,12 +130,12 @@ export function chUsageGroupsSql(l: Layout, ctx: StatsContext, pcts: Column<Usag
     ? `, if(si = 0, NULL, sp.pcs[si]) AS pc, if(si = 0, NULL, sp.ccs[si]) AS cc,
        input_tokens * pc AS input_cost, output_tokens * cc AS output_cost, input_tokens * pc + output_tokens * cc AS total_cost`
     : ''
-  const tokens = Object.entries(TOKENS)
+  const tokens = Object.entries(TOKEN_EXPRS)
     .map(([m, e]) => `${e} AS ${m}`)
     .join(', ')
   const rows = `SELECT c.t AS t, toUInt8(0) AS z, u.model AS model, ${tokens}${costCols}
       FROM (${calls}) AS c
-      INNER JOIN (${chLatestUsageSql(l, p, `SELECT id FROM (${calls})`)}) AS u ON u.id = c.id
+      INNER JOIN (${chLatestUsageSql(l, p, inRange.ids)}) AS u ON u.id = c.id
       ${price}`
   const aggs = metrics.map((m) => `sum(r.${m}) AS ${m}_sum, count(r.${m}) AS ${m}_n, min(r.${m}) AS ${m}_min, max(r.${m}) AS ${m}_max`)
   const quantiles = pcts.map((c, i) => `quantileExactInclusive(${params.add(c.p! / 100, 'Float64')})(r.${c.metric}) AS p${i}`)

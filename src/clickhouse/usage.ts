@@ -26,7 +26,7 @@ export class ClickHouseUsage implements UsageEngine {
     const params = new ChParams()
     const l = this.reader.opts
     const k = `SELECT m.id AS id, m.parent_id AS parent_id, toUnixTimestamp64Milli(m.started_at) AS started_ms, m.ended_at IS NOT NULL AS ended
-      FROM ${chMatching(l, project, opts, params)} ORDER BY m.started_at, m.id LIMIT ${params.add(limit, 'UInt64')}`
+      FROM ${chMatching(l, project, opts, params, [], ['parent_id', 'ended_at'])} ORDER BY m.started_at, m.id LIMIT ${params.add(limit, 'UInt64')}`
     const usage = chLatestUsageSql(l, params.add(project, 'String'), `SELECT id FROM (${k})`)
     const rows = await this.reader.rows(
       `SELECT k.id AS id, k.parent_id AS parent_id, k.started_ms AS started_ms, k.ended AS ended, u.model AS model,
@@ -60,7 +60,7 @@ export class ClickHouseUsage implements UsageEngine {
   private async tracesOf(project: string, ids: string[]): Promise<string[]> {
     const params = new ChParams()
     const rows = await this.reader.rows(
-      `SELECT DISTINCT m.trace_id AS trace_id FROM ${chMatching(this.reader.opts, project, { filter: { call_ids: ids } }, params)} AND m.trace_id IS NOT NULL`,
+      `SELECT DISTINCT m.trace_id AS trace_id FROM ${chMatching(this.reader.opts, project, { filter: { call_ids: ids } }, params, [], ['trace_id'])} AND m.trace_id IS NOT NULL`,
       params,
     )
     return rows.map((r) => String(r.trace_id)).sort()

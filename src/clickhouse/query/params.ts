@@ -11,4 +11,12 @@ export class ChParams {
     this.values[name] = value
     return `{${name}:${type}}`
   }
+
+  /** A copy to go on from: statements that share conditions built once (their placeholders) each add their own values. */
+  clone(): ChParams {
+    const c = new ChParams()
+    Object.assign(c.values, this.values)
+    c.n = this.n
+    return c
+  }
 }
