@@ -105,6 +105,34 @@ export function makeDataset(n: number, rowBytes: number, nonce: number, chunkByt
 
 export const chunkJson = (c: Chunk) => '[' + c.parts.join(',') + ']'
 
+/** A side a dataset is saved to: weft over HTTP, or the ClickHouse peer doing Weave's server's work. */
+export interface Uploader {
+  create(json: string): Promise<{ digest: string; row_digests: string[] }>
+  append(base: string, c: Chunk): Promise<{ digest: string }>
+  fromDigests(digests: string[]): Promise<{ digest: string }>
+}
+
+/**
+ * Saves a dataset in its chunks as a client does; answers the table digest. `update`: create the first chunk,
+ * append the rest one request at a time (the Python SDK's `_append_to_table`); `digests`: every chunk its own
+ * table, four requests at a time as a client's thread pool sends them, then one table from all row digests.
+ */
+export async function uploadDataset(side: Uploader, d: Dataset, mode: 'update' | 'digests'): Promise<string> {
+  const [first, ...rest] = d.chunks
+  if (mode === 'update') {
+    let digest = (await side.create(chunkJson(first!))).digest
+    for (const c of rest) digest = (await side.append(digest, c)).digest
+    return digest
+  }
+  const all: string[][] = new Array(d.chunks.length)
+  let next = 0
+  const client = async () => {
+    for (let i = next++; i < d.chunks.length; i = next++) all[i] = (await side.create(chunkJson(d.chunks[i]!))).row_digests
+  }
+  await Promise.all([client(), client(), client(), client()])
+  return (await side.fromDigests(all.flat())).digest
+}
+
 /** Weave's row digest, computed here for the expected answers (json.dumps with Python's defaults, then sha256). */
 export const rowDigest = (r: Row) => digestBytes(pythonJsonDumps(r))
 export const tableDigestOf = (rowDigests: string[]) => createHash('sha256').update(rowDigests.join('')).digest('hex')

@@ -14,7 +14,7 @@ import path from 'node:path'
 import { parseFlags } from '../src/core/config.js'
 import { ROOT_DIR } from '../src/core/version.js'
 import { spread, startWeft, type Spread } from './util.js'
-import { chunkJson, makeDataset, tableDigestOf, type Dataset } from './tables-data.js'
+import { makeDataset, tableDigestOf, uploadDataset, type Uploader } from './tables-data.js'
 import { serverPid, WeftClient } from './tables-weft.js'
 
 const { flags } = parseFlags(process.argv.slice(2))
@@ -22,22 +22,6 @@ const sizes = (flags.rows ?? '10000,100000').split(',').map(Number)
 const runs = Number(flags.runs ?? 2)
 const modes = (flags.upload ?? 'update,digests').split(',') as ('update' | 'digests')[]
 const KEY = 'bench-key'
-
-async function ingest(weft: WeftClient, d: Dataset, mode: 'update' | 'digests'): Promise<string> {
-  const [first, ...rest] = d.chunks
-  if (mode === 'update') {
-    let digest = (await weft.create(chunkJson(first!))).digest
-    for (const c of rest) digest = (await weft.append(digest, c.parts)).digest
-    return digest
-  }
-  const all: string[][] = new Array(d.chunks.length)
-  let next = 0
-  const client = async () => {
-    for (let i = next++; i < d.chunks.length; i = next++) all[i] = (await weft.create(chunkJson(d.chunks[i]!))).row_digests
-  }
-  await Promise.all([client(), client(), client(), client()])
-  return (await weft.fromDigests(all.flat())).digest
-}
 
 const load = () =>
   os
@@ -55,13 +39,19 @@ function cpuSeconds(pid: number | null): number {
   return (Number(fields[11]) + Number(fields[12])) / 100
 }
 
+const uploaderOf = (weft: WeftClient): Uploader => ({
+  create: (json) => weft.create(json),
+  append: (base, c) => weft.append(base, c.parts),
+  fromDigests: (digests) => weft.fromDigests(digests),
+})
+
 async function side(root: string) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'weft-ingest-'))
   const server = await startWeft({ root, dataDir, key: KEY })
   return {
     root,
     pid: serverPid(dataDir),
-    weft: new WeftClient(server.url, KEY),
+    uploader: uploaderOf(new WeftClient(server.url, KEY)),
     rates: [] as number[],
     cpuPerMb: [] as number[],
     async stop() {
@@ -83,7 +73,7 @@ for (const n of sizes) {
           const before = load()
           const cpu0 = cpuSeconds(x.pid)
           const t0 = performance.now()
-          const digest = await ingest(x.weft, d, mode)
+          const digest = await uploadDataset(x.uploader, d, mode)
           const s = (performance.now() - t0) / 1000
           if (digest !== tableDigestOf(d.digests)) throw new Error(`table digest differs from the generated rows' (${digest})`)
           const cpu = cpuSeconds(x.pid) - cpu0

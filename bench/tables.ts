@@ -36,7 +36,9 @@ import {
   prng,
   PROJECT,
   tableDigestOf,
+  uploadDataset,
   type Dataset,
+  type Uploader,
 } from './tables-data.js'
 import { ClickHousePeer, loadChdb } from './tables-peer.js'
 import { diskBytes, preloadObjects, rssMb, serverPid, WeftClient } from './tables-weft.js'
@@ -56,10 +58,7 @@ const KEY = 'bench-key'
 const TARGETS = { page_ms: 20, objs_ms: 20, ingest_mb_s: 50 }
 
 type Side = 'weft' | 'clickhouse'
-interface Ingester {
-  create(json: string): Promise<{ digest: string; row_digests: string[] }>
-  append(base: string, c: Dataset['chunks'][number]): Promise<{ digest: string }>
-  fromDigests(d: string[]): Promise<{ digest: string }>
+interface Ingester extends Uploader {
   page(table: string, offset: number, limit: number): Promise<unknown> | unknown
 }
 
@@ -73,24 +72,6 @@ function check(what: string, got: unknown, want: unknown): void {
     const w = JSON.stringify(want).slice(0, 400)
     throw new Error(`${what}: answers differ\n  got  ${g}\n  want ${w}`)
   }
-}
-
-/** Saves a dataset in chunks as a client does; answers the table digest. */
-async function ingest(side: Ingester, d: Dataset): Promise<string> {
-  const [first, ...rest] = d.chunks
-  if (upload === 'update') {
-    let digest = (await side.create(chunkJson(first!))).digest
-    for (const c of rest) digest = (await side.append(digest, c)).digest
-    return digest
-  }
-  // Chunks in parallel (4 at a time, as a client's thread pool would), then one table from all row digests.
-  const all: string[][] = new Array(d.chunks.length)
-  let next = 0
-  const worker = async () => {
-    for (let i = next++; i < d.chunks.length; i = next++) all[i] = (await side.create(chunkJson(d.chunks[i]!))).row_digests
-  }
-  await Promise.all([worker(), worker(), worker(), worker()])
-  return (await side.fromDigests(all.flat())).digest
 }
 
 /** The object versions, a round of versions at a time (version v of every object, then v + 1). */
@@ -163,7 +144,7 @@ async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Inges
     const side = sides[s]!
     try {
       const t0 = performance.now()
-      const digest = await ingest(side, d)
+      const digest = await uploadDataset(side, d, upload)
       const s_ = ms(t0) / 1000
       check(`${s} table digest`, digest, want)
       const t1 = performance.now()

@@ -23,6 +23,7 @@ import { fileRoutes } from './api/files.js'
 import { FileStore } from './catalog/files.js'
 import { tableRoutes } from './api/tables.js'
 import { TableStore } from './catalog/tables.js'
+import { TablePool } from './catalog/table-pool.js'
 import { feedbackRoutes } from './api/feedback.js'
 import { FeedbackStore } from './catalog/feedback.js'
 import { refRoutes } from './api/refs.js'
@@ -69,9 +70,11 @@ interface Parts {
   /** …or in ClickHouse (`--storage clickhouse|chdb`): exactly one is set. */
   clickhouse?: ClickHouseCallBackend
   ingest?: IngestPool
+  /** Parses and digests table writes for the catalog's tables (embedded storage); its threads start at the first. */
+  tablePool?: TablePool
   models: ModelPool[]
 }
-type Opened = Required<Pick<Parts, 'catalog' | 'keys' | 'ingest' | 'models'>> & Pick<Parts, 'calls' | 'clickhouse'>
+type Opened = Required<Pick<Parts, 'catalog' | 'keys' | 'ingest' | 'models'>> & Pick<Parts, 'calls' | 'clickhouse' | 'tablePool'>
 
 async function openStores(config: Config, log: Logger, parts: Parts): Promise<Opened> {
   const keys = (parts.keys = await KeyStore.load(parts.catalog))
@@ -83,6 +86,7 @@ async function openStores(config: Config, log: Logger, parts: Parts): Promise<Op
       memoryLimit: config.memoryLimit,
     }))
     log.info(calls.recovered, 'calls write-ahead log replayed')
+    parts.tablePool = new TablePool()
   } else {
     parts.clickhouse = await openClickHouse(config)
     log.info({ storage: config.storage.kind, database: config.storage.clickhouseDatabase }, 'calls in ClickHouse')
@@ -188,7 +192,7 @@ async function addEmbeddedRoutes(app: App, config: Config, p: Opened, calls: Cal
   app.add(otelRoutes(calls, ingest, config.maxBodyBytes))
   app.add(objectRoutes(new ObjectStore(catalog)))
   app.add(fileRoutes(await FileStore.open(catalog), config.maxFileBytes))
-  app.add(tableRoutes(new TableStore(catalog)))
+  app.add(tableRoutes(new TableStore(catalog), p.tablePool))
   app.add(v2ObjectRoutes({ objects: new ObjectStore(catalog), tables: new TableStore(catalog) }))
   app.add(v2RunRoutes({ calls, objects: new ObjectStore(catalog), feedback: new FeedbackStore(catalog) }))
   app.add(feedbackRoutes(new FeedbackStore(catalog)))
@@ -220,6 +224,7 @@ async function shutdown(
   const outcome = await Promise.race([app.idle().then(() => 'idle' as const), deadline])
   if (outcome === 'timeout') log.warn({ pending: app.pending }, 'shutdown grace period over; closing with requests in flight')
   await p.ingest.close()
+  await p.tablePool?.close()
   await Promise.all(p.models.map((m) => m.close()))
   if (p.calls && analytics) {
     analytics.rollups.interrupt()
@@ -236,6 +241,7 @@ async function shutdown(
 async function abandon(p: Parts): Promise<void> {
   await Promise.all(p.models.map((m) => m.close().catch(() => {})))
   await p.ingest?.close().catch(() => {})
+  await p.tablePool?.close().catch(() => {})
   await p.calls?.close().catch(() => {})
   await p.clickhouse?.close().catch(() => {})
   await p.catalog.close().catch(() => {})

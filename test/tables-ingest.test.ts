@@ -3,6 +3,9 @@ import t from 'tap'
 import { DuckDBInstance } from '@duckdb/node-api'
 import { postJson, requestJson, startServer, tempDir, type TestServer } from './helpers/server.js'
 import { rowDigest, tableDigest } from './helpers/weave-digest.js'
+// The built pool, as the servers here run: from the sources its worker thread would load TypeScript through the
+// test loader, ~10 s on this machine against well under one.
+import { TablePool } from '../src/catalog/table-pool.js'
 
 // The table write path: bodies parsed and digested in worker threads, and the per-project row index that says
 // which row digests are stored already (src/catalog/table-row-index.ts), across restarts and failed commits.
@@ -114,4 +117,16 @@ t.test('chunks created four at a time, then one table from their digests', async
     back.json.rows.map((r: any) => r.val),
     chunks.flat().slice(3990, 4010),
   )
+})
+
+t.test("the table pool is its owner's: threads from its first write, none after close()", async (t) => {
+  const pool = new TablePool({ threads: 1 })
+  t.equal(pool.running, false, 'made without a thread')
+  const body = Buffer.from(JSON.stringify({ table: { project_id: P, rows: [{ a: 1 }] } }))
+  const r = await pool.prepare({ route: 'create', body, entities: null })
+  t.same(r.route === 'create' && [r.digest, r.digests], [tableDigest([rowDigest({ a: 1 })]), [rowDigest({ a: 1 })]])
+  t.equal(pool.running, true)
+  await pool.close()
+  t.equal(pool.running, false, 'closed: its workers ended')
+  await t.rejects(pool.prepare({ route: 'create', body, entities: null }), { status: 503 }, 'no write after close')
 })

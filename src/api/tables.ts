@@ -1,6 +1,6 @@
 import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
 import type { TablesBackend } from '../catalog/backends.js'
-import { tablePool } from '../catalog/table-pool.js'
+import type { TablePool } from '../catalog/table-pool.js'
 import type { TableStore } from '../catalog/tables.js'
 import {
   TableCreateFromDigestsReqSchema,
@@ -31,9 +31,9 @@ const takesPrepared = (t: TablesBackend): t is PreparedBackend => 'createStored'
  * The body goes to a worker as bytes (catalog/table-prepare.ts: parse, check, digest every row); the request
  * thread only writes the catalog. The worker checks the key's entity, as the route's `project` would.
  */
-function prepared(tables: PreparedBackend, route: 'create' | 'update') {
+function prepared(tables: PreparedBackend, pool: TablePool, route: 'create' | 'update') {
   return async (ctx: Ctx): Promise<Reply> => {
-    const r = await tablePool().prepare({ route, body: ctx.rawBody ?? Buffer.alloc(0), entities: ctx.principal!.entities })
+    const r = await pool.prepare({ route, body: ctx.rawBody ?? Buffer.alloc(0), entities: ctx.principal!.entities })
     const body =
       r.route === 'create' ? await tables.createStored(r.project, r.digest, r) : await tables.updateStored(r.project, r.base, r.updates, r)
     return { body }
@@ -114,8 +114,8 @@ const common = { family: 'trace' as const, auth: 'key' as const, tags: ['Tables'
 /** The project is the body's project_id (every route but /table/create). */
 const projectInBody = { ...common, project: bodyProject }
 
-/** With a store that takes worker-prepared rows, the bodies of create and update go to the worker as bytes. */
-function rowRoutes(tables: TablesBackend): RouteDef[] {
+/** With a pool and a store that takes worker-prepared rows, the bodies of create and update go to the pool as bytes. */
+function rowRoutes(tables: TablesBackend, pool?: TablePool): RouteDef[] {
   const create = {
     ...common,
     path: '/table/create',
@@ -130,10 +130,10 @@ function rowRoutes(tables: TablesBackend): RouteDef[] {
     body: TableUpdateReqSchema,
     response: { description: 'The new table digest and the row each update touched', schema: TableUpdateResSchema },
   }
-  if (takesPrepared(tables))
+  if (pool && takesPrepared(tables))
     return [
-      route({ ...create, rawBody: true, handler: prepared(tables, 'create') }),
-      route({ ...update, rawBody: true, handler: prepared(tables, 'update') }),
+      route({ ...create, rawBody: true, handler: prepared(tables, pool, 'create') }),
+      route({ ...update, rawBody: true, handler: prepared(tables, pool, 'update') }),
     ]
   return [
     route({ ...create, project: (ctx) => ctx.body.table.project_id, handler: createTable(tables) }),
@@ -141,9 +141,9 @@ function rowRoutes(tables: TablesBackend): RouteDef[] {
   ]
 }
 
-function writeRoutes(tables: TablesBackend): RouteDef[] {
+function writeRoutes(tables: TablesBackend, pool?: TablePool): RouteDef[] {
   return [
-    ...rowRoutes(tables),
+    ...rowRoutes(tables, pool),
     route({
       ...projectInBody,
       path: '/table/create_from_digests',
@@ -192,7 +192,11 @@ function readRoutes(tables: TablesBackend): RouteDef[] {
   ]
 }
 
-/** The table endpoints the Weave SDKs need to save and read datasets (docs/tables.md). */
-export function tableRoutes(tables: TablesBackend): RouteDef[] {
-  return [...writeRoutes(tables), ...readRoutes(tables)]
+/**
+ * The table endpoints the Weave SDKs need to save and read datasets (docs/tables.md). `pool` (the server's, closed
+ * at its shutdown) parses and digests create and update bodies off the event loop; without one, or with a store
+ * that does its own digesting, they are parsed on the request thread.
+ */
+export function tableRoutes(tables: TablesBackend, pool?: TablePool): RouteDef[] {
+  return [...writeRoutes(tables, pool), ...readRoutes(tables)]
 }

@@ -7,24 +7,32 @@ import { tableTaskError, type TableTask, type TableTaskResult } from './table-pr
 export type PreparedTable = Extract<TableTaskResult, { ok: true }>
 
 /**
- * Worker threads that parse and digest table bodies (table-prepare.ts). Started with the first table write, not
- * with the server: most servers never see a dataset. Idle workers do not keep the process alive (Piscina unrefs
- * them), and they end after a minute without work.
+ * Worker threads that parse and digest table bodies (table-prepare.ts). The server makes one and closes it at
+ * shutdown; its threads start with the first table write, not with the server: most servers never see a dataset.
+ * Idle workers do not keep the process alive (Piscina unrefs them), and they end after a minute without work.
  */
 export class TablePool {
-  private readonly pool: Piscina<TableTask, TableTaskResult>
+  private pool: Piscina<TableTask, TableTaskResult> | null = null
+  private closed = false
 
-  constructor(opts: { threads?: number; maxQueue?: number } = {}) {
-    const threads = Math.max(1, opts.threads ?? os.availableParallelism())
-    this.pool = new Piscina({
+  constructor(private readonly opts: { threads?: number; maxQueue?: number } = {}) {}
+
+  private started(): Piscina<TableTask, TableTaskResult> {
+    if (this.closed) throw new DomainError(503, 'The server is shutting down; table writes are no longer taken', { retryAfterS: 1 })
+    return (this.pool ??= new Piscina({
       filename: fileURLToPath(new URL('../../workers/tables.js', import.meta.url)),
       minThreads: 0,
-      maxThreads: threads,
+      maxThreads: Math.max(1, this.opts.threads ?? os.availableParallelism()),
       // A queued task holds its body (up to the body limit): 16 of them bound what waits.
-      maxQueue: opts.maxQueue ?? 16,
+      maxQueue: this.opts.maxQueue ?? 16,
       atomics: 'disabled',
       idleTimeout: 60_000,
-    })
+    }))
+  }
+
+  /** Whether a write has started the workers (and close() has not ended them). */
+  get running(): boolean {
+    return this.pool !== null
   }
 
   /**
@@ -32,11 +40,12 @@ export class TablePool {
    * its memory moves to the worker instead of being copied (the caller must not read it afterwards).
    */
   async prepare(task: TableTask): Promise<PreparedTable> {
+    const pool = this.started()
     const body = task.body
     const movable = body.byteLength >= 64 * 1024 && body.byteOffset === 0 && body.byteLength === body.buffer.byteLength
     let r: TableTaskResult
     try {
-      r = await this.pool.run(task, movable ? { transferList: [body.buffer as ArrayBuffer] } : {})
+      r = await pool.run(task, movable ? { transferList: [body.buffer as ArrayBuffer] } : {})
     } catch (e) {
       const message = (e as Error).message
       if (message === 'Task queue is at limit')
@@ -48,14 +57,11 @@ export class TablePool {
     return r
   }
 
-  close(): Promise<void> {
-    return this.pool.destroy()
+  /** Ends the workers (a task still running is cancelled; its request fails with 503). Safe to call twice. */
+  async close(): Promise<void> {
+    this.closed = true
+    const pool = this.pool
+    this.pool = null
+    await pool?.destroy()
   }
-}
-
-let shared: TablePool | null = null
-
-/** The process's table pool, made at its first use. */
-export function tablePool(): TablePool {
-  return (shared ??= new TablePool())
 }
