@@ -100,8 +100,9 @@ for (const flushRows of ['200000', '1500'])
       }
       const writers = Array.from({ length: 8 }, writer)
       await new Promise((r) => setTimeout(r, 2500))
-      // With small flushes, ingest until the manifest lists a first segment (a loaded machine may need longer than
-      // 2.5 s; a segment file the manifest does not name yet is removed at the next start, its parts still logged).
+      // Then on until more than 500 calls are acknowledged and, with small flushes, the manifest lists a first segment:
+      // a loaded machine may need longer than 2.5 s for either (at a load average of ~10 on 2 cores, 500 calls took
+      // that long). A segment file the manifest does not name yet is removed at the next start, its parts still logged.
       const flushed = () => {
         try {
           return JSON.parse(readFileSync(path.join(dataDir, 'calls', 'manifest.json'), 'utf8')).segments.length > 0
@@ -109,7 +110,8 @@ for (const flushRows of ['200000', '1500'])
           return false
         }
       }
-      for (let i = 0; flushRows !== '200000' && i < 300 && !flushed(); i++) await new Promise((r) => setTimeout(r, 100))
+      const ready = () => acked.size > 500 && (flushRows === '200000' || flushed())
+      for (let i = 0; i < 300 && !ready(); i++) await new Promise((r) => setTimeout(r, 100))
       s.proc.kill('SIGKILL')
       stop = true
       await Promise.all(writers)

@@ -41,9 +41,10 @@ async function tryStart(dir: string): Promise<TestServer | string> {
   return restart(dir, KEY).catch((e: Error) => e.message)
 }
 
-async function flip(file: string, at: number): Promise<void> {
+/** Flips a bit at each position given, in one read and one write of the file. */
+async function flip(file: string, ...at: number[]): Promise<void> {
   const data = await readFile(file)
-  data[at]! ^= 0x20
+  for (const i of at) data[i]! ^= 0x20
   await writeFile(file, data)
 }
 
@@ -97,7 +98,12 @@ t.test('a damaged rollups file: rebuilt from the segments, the statistics equal 
     const size = (await stat(file)).size
     if (damage === 'garbage') await writeFile(file, Buffer.alloc(size, 0x5a))
     else if (damage === 'truncated') await truncate(file, Math.floor(size / 3))
-    else for (let at = 4096; at < size; at += 4096) await flip(file, at + 100)
+    else {
+      // A bit in every 4 KiB, flipped in one pass (a read and a write of the whole file per flip took tens of seconds).
+      const every: number[] = []
+      for (let at = 4096; at < size; at += 4096) every.push(at + 100)
+      await flip(file, ...every)
+    }
     const r = await tryStart(dir)
     if (typeof r === 'string') {
       t.fail(`${damage}: derived data must not stop a start: ${r}`)
