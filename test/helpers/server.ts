@@ -1,12 +1,18 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync } from 'node:fs'
+import { existsSync, mkdtempSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')
+/** The checkout: the nearest folder above this file with a package.json (this file runs as dist/test/helpers/server.js). */
+export const ROOT = (() => {
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
+    if (existsSync(path.join(dir, 'package.json'))) return dir
+    if (path.dirname(dir) === dir) throw new Error('no package.json above ' + fileURLToPath(import.meta.url))
+  }
+})()
 export const MAIN = path.join(ROOT, 'dist', 'src', 'main.js')
 /** Where chdb is looked for, as the server does (src/storage.ts): weft's own install, then the bench peers'. */
 export const CHDB_FROM = [path.join(ROOT, 'package.json'), path.join(ROOT, 'bench', 'peer-deps', 'package.json')]
