@@ -177,6 +177,12 @@ async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Prom
 /** The calls-side routes on the embedded store and the DuckDB catalog. */
 async function addEmbeddedRoutes(app: App, config: Config, p: Opened, calls: CallStore, analytics: Analytics): Promise<void> {
   const { catalog, ingest } = p
+  // One store of each kind: each TableStore keeps its own sort-order and table-hash caches, whose bounds would
+  // multiply with every copy.
+  const objects = new ObjectStore(catalog)
+  const tables = new TableStore(catalog)
+  const refs = new RefResolver(objects, tables)
+  const feedback = new FeedbackStore(catalog, refs)
   app.add(
     callRoutes({
       store: calls,
@@ -184,19 +190,19 @@ async function addEmbeddedRoutes(app: App, config: Config, p: Opened, calls: Cal
       maxQueryRows: config.maxQueryRows,
       prices: analytics.prices,
       stats: analytics.stats,
-      feedback: new FeedbackStore(catalog),
-      refs: new RefResolver(new ObjectStore(catalog), new TableStore(catalog)),
+      feedback,
+      refs,
     }),
   )
   app.add(statsRoutes(analytics.stats, analytics.usage, analytics.prices))
   app.add(otelRoutes(calls, ingest, config.maxBodyBytes))
-  app.add(objectRoutes(new ObjectStore(catalog)))
+  app.add(objectRoutes(objects))
   app.add(fileRoutes(await FileStore.open(catalog), config.maxFileBytes))
-  app.add(tableRoutes(new TableStore(catalog), p.tablePool))
-  app.add(v2ObjectRoutes({ objects: new ObjectStore(catalog), tables: new TableStore(catalog) }))
-  app.add(v2RunRoutes({ calls, objects: new ObjectStore(catalog), feedback: new FeedbackStore(catalog) }))
-  app.add(feedbackRoutes(new FeedbackStore(catalog)))
-  app.add(refRoutes(new RefResolver(new ObjectStore(catalog), new TableStore(catalog))))
+  app.add(tableRoutes(tables, p.tablePool))
+  app.add(v2ObjectRoutes({ objects, tables }))
+  app.add(v2RunRoutes({ calls, objects, feedback }))
+  app.add(feedbackRoutes(feedback))
+  app.add(refRoutes(refs))
 }
 
 /** Listens, and says where in `<data dir>/server.json` (read by `weft keys` to find a running server). */

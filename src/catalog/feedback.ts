@@ -5,10 +5,8 @@ import type { Catalog, Tx } from './db.js'
 import { checkAnnotationValues } from './annotation-spec.js'
 import { checkFeedback } from './feedback-rules.js'
 import { compileExpr, fieldSql, FEEDBACK_COLUMNS, Params } from './feedback-query.js'
-import { ObjectStore } from './objects.js'
 import { purgeIds } from './prices.js'
-import { RefResolver } from './refs.js'
-import { TableStore } from './tables.js'
+import type { RefResolver } from './refs.js'
 import { DomainError } from '../core/errors.js'
 import { jsonPath } from '../query/compiled.js'
 import type { FeedbackField, FeedbackValues } from '../query/feedback-fields.js'
@@ -57,11 +55,11 @@ export function pick(values: FeedbackValues, f: FeedbackField, call: string, typ
 
 /** Feedback (docs/feedback.md): rows about a call or object, checked by Weave's type rules before they are stored. */
 export class FeedbackStore implements FeedbackBackend {
-  private readonly refs: RefResolver
-
-  constructor(private readonly catalog: Catalog) {
-    this.refs = new RefResolver(new ObjectStore(catalog), new TableStore(catalog))
-  }
+  /** `refs` reads annotation specs and runnables; the server passes its one resolver, so the stores' caches are not duplicated. */
+  constructor(
+    private readonly catalog: Catalog,
+    private readonly refs: RefResolver,
+  ) {}
 
   /** Checks every row first, then stores them all in one transaction: one bad row stores none. */
   async create(reqs: FeedbackCreateReq[], userId: string, replacing?: { project: string; id: string }): Promise<FeedbackCreateRes[]> {
