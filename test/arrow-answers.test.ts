@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
 import { rm } from 'node:fs/promises'
 import { tableFromIPC, type Table, type Vector } from 'apache-arrow'
@@ -29,7 +29,7 @@ function micros(col: Vector): (bigint | null)[] {
 }
 
 /** Every column and every row of an Arrow answer against the JSON answer of the same request. */
-function compareCalls(t: Tap.Test, table: Table, json: Record<string, unknown>[], what: string) {
+function compareCalls(t: Test, table: Table, json: Record<string, unknown>[], what: string) {
   t.equal(table.numRows, json.length, `${what}: as many rows`)
   if (json.length === 0) return
   t.same(

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import path from 'node:path'
 import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
@@ -22,7 +22,7 @@ const hasNumpy = spawnSync('python3', ['-c', 'import numpy']).status === 0
 
 type Extra = Record<string, unknown>
 type Choice = OpenAI.ChatCompletion.Choice & { token_ids?: number[]; stop_reason?: string | number | null }
-type Reply = OpenAI.ChatCompletion & { choices: Choice[] }
+type Reply = Omit<OpenAI.ChatCompletion, 'choices'> & { choices: Choice[] }
 const MSG = [{ role: 'user' as const, content: 'Tell me about the weather in Paris' }]
 
 const create = (body: Extra) =>
@@ -37,7 +37,7 @@ const cum = (c: Choice) => c.logprobs!.content!.reduce((s, x) => s + x.logprob, 
 /** The score as the formula says, from the reply alone (no closing end-of-sequence is in token_ids by default). */
 const score = (c: Choice, prompt: number, penalty: number) => cum(c) / (prompt + c.token_ids!.length) ** penalty
 
-function nonIncreasing(t: typeof import('tap').default, xs: number[], what: string) {
+function nonIncreasing(t: Test, xs: number[], what: string) {
   for (let i = 1; i < xs.length; i++)
     t.ok(xs[i]! <= xs[i - 1]! + 1e-9, `${what}: #${i} (${xs[i]!.toFixed(4)}) ≤ #${i - 1} (${xs[i - 1]!.toFixed(4)})`)
 }

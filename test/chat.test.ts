@@ -12,10 +12,11 @@ const messages = [
   { role: 'user' as const, content: 'What is the weather in Paris today?' },
 ]
 type Extra = Record<string, unknown>
+/** vLLM's extra fields on a choice (`return_token_ids`, `stop_reason`). */
+type Choice = OpenAI.ChatCompletion.Choice & { token_ids?: number[]; stop_reason?: string | number | null }
+type Reply = Omit<OpenAI.ChatCompletion, 'choices'> & Extra & { choices: Choice[] }
 const create = (body: Extra) =>
-  chat.client.chat.completions.create({ model: 'weft-tiny', messages, ...body } as never) as unknown as Promise<
-    OpenAI.ChatCompletion & Extra
-  >
+  chat.client.chat.completions.create({ model: 'weft-tiny', messages, ...body } as never) as unknown as Promise<Reply>
 
 t.test('a completion: shape, usage, length limit, the model listed', async (t) => {
   const r = await create({ max_tokens: 8, seed: 1 })
@@ -32,7 +33,7 @@ t.test('a completion: shape, usage, length limit, the model listed', async (t) =
     method: 'POST',
     headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
     body: JSON.stringify({ messages }),
-  }).then((x) => x.json())
+  }).then((x) => x.json() as Promise<any>)
   t.equal(r.usage!.prompt_tokens, tokenized.count, 'prompt tokens: the rendered chat template')
   const models = await chat.client.models.list()
   t.same(
@@ -246,7 +247,7 @@ t.test('/tokenize and /detokenize round-trip', async (t) => {
       method: 'POST',
       headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
       body: JSON.stringify(body),
-    }).then(async (r) => ({ status: r.status, json: await r.json() }))
+    }).then(async (r) => ({ status: r.status, json: (await r.json()) as any }))
   const tok = await post('/tokenize', { prompt: 'Hello, weft! 日本', return_token_strs: true })
   t.equal(tok.status, 200)
   t.equal(tok.json.count, tok.json.tokens.length)
@@ -276,7 +277,9 @@ t.test('a client that goes away mid-stream cancels its sequence; the server keep
   t.equal(r.usage!.completion_tokens, 4)
   let state: any
   for (let i = 0; i < 50; i++) {
-    state = (await fetch(chat.s.url + '/admin/stats', { headers: chat.s.bearer() }).then((x) => x.json())).inference['weft-tiny']
+    state = (await fetch(chat.s.url + '/admin/stats', { headers: chat.s.bearer() }).then((x) => x.json() as Promise<any>)).inference[
+      'weft-tiny'
+    ]
     if (state.running_requests === 0) break
     await new Promise((r) => setTimeout(r, 100))
   }
@@ -359,7 +362,7 @@ t.test('each completion is recorded as a call in the caller project, and statist
       usage_metrics: [{ metric: 'output_tokens', aggregations: ['sum'] }],
       call_metrics: [{ metric: 'call_count', aggregations: ['sum'] }],
     }),
-  }).then((x) => x.json())
+  }).then((x) => x.json() as Promise<any>)
   t.equal(
     stats.usage_buckets.reduce((a: number, b: any) => a + b.sum_output_tokens, 0),
     12,
@@ -393,7 +396,7 @@ t.test('echo, continuous usage stats, truncation, documents and continue_final_m
       method: 'POST',
       headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
       body: JSON.stringify(body),
-    }).then((x) => x.json())
+    }).then((x) => x.json() as Promise<any>)
   const open = await tok({ messages: convo, add_generation_prompt: false, continue_final_message: true })
   const closed = await tok({ messages: convo, add_generation_prompt: false })
   t.ok(open.count < closed.count, 'continue_final_message leaves the end-of-turn out')
@@ -460,7 +463,7 @@ t.test('request ids, bad words, special tokens spacing, /version and engine stat
       method: 'POST',
       headers: { ...chat.s.bearer(), 'content-type': 'application/json' },
       body: JSON.stringify(body),
-    }).then((x) => x.json())
+    }).then((x) => x.json() as Promise<any>)
   // A generated token whose text tokenizes back to itself (a lone byte of a longer character would not).
   let banned = -1
   let word = { prompt: '' }
@@ -483,7 +486,7 @@ t.test('request ids, bad words, special tokens spacing, /version and engine stat
     tight.choices[0]!.message.content!.replace('<|im_end|>', ' <|im_end|>'),
     'a space before the special token by default',
   )
-  const version = await fetch(chat.s.url + '/version').then((x) => x.json())
+  const version = await fetch(chat.s.url + '/version').then((x) => x.json() as Promise<any>)
   t.match(version.inference, [{ model: 'weft-tiny', architecture: 'LlamaForCausalLM', backend: /^(tensorflow|wasm-simd|wasm|cpu)$/ }])
 })
 
@@ -501,6 +504,8 @@ t.test('replicas: requests spread over workers, each reply as one worker gives i
     alone.map((r) => r.choices[0]!.message.content),
     'the same replies as one worker gives',
   )
-  const state = (await fetch(two.url + '/admin/stats', { headers: two.bearer() }).then((x) => x.json())).inference['weft-tiny']
+  const state = (await fetch(two.url + '/admin/stats', { headers: two.bearer() }).then((x) => x.json() as Promise<any>)).inference[
+    'weft-tiny'
+  ]
   t.equal(state.replicas, 2)
 })

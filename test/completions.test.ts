@@ -9,7 +9,9 @@ import { postJson, requestJson } from './helpers/server.js'
 const chat = chatServer()
 
 type Extra = Record<string, unknown>
-type Completion = OpenAI.Completion & Extra
+/** vLLM's extra fields on a choice (`return_token_ids`). */
+type Choice = OpenAI.CompletionChoice & { token_ids?: number[]; prompt_token_ids?: number[] }
+type Completion = Omit<OpenAI.Completion, 'choices'> & Extra & { choices: Choice[] }
 const complete = (body: Extra) => chat.client.completions.create({ model: 'weft-tiny', ...body } as never) as unknown as Promise<Completion>
 const raw = (path: string, body: unknown) => postJson(chat.s, path, body, chat.s.bearer())
 const greedy = { temperature: 0, ignore_eos: true }

@@ -3,7 +3,9 @@
  * - imports run downhill and nothing imports in a circle, between files or between folders
  *   (dependency-cruiser with .dependency-cruiser.cjs, plus the folder graph computed here);
  * - no source file over 500 lines, no function over 60 unless its comment says why (scripts/house.ts);
- * - the whole tree is formatted (prettier --check).
+ * - the whole tree is formatted (prettier --check);
+ * - the tests type-check (tsconfig.test.json): they run transpiled, types stripped (scripts/build-tests.ts), so
+ *   nothing else would see a test that calls an API that no longer exists.
  */
 import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
@@ -154,4 +156,14 @@ t.test('the tree is formatted (prettier --check)', async (t) => {
     out = String((e as { stdout?: Buffer }).stdout ?? e)
   }
   t.equal(out, '', 'prettier --check . passes')
+})
+
+t.test('the tests type-check (tsc -p tsconfig.test.json)', async (t) => {
+  let out = ''
+  try {
+    execFileSync(bin('tsc'), ['-p', 'tsconfig.test.json'], { cwd: ROOT, stdio: 'pipe' })
+  } catch (e) {
+    out = String((e as { stdout?: Buffer }).stdout ?? e)
+  }
+  t.equal(out, '', 'no type error in src, workers or test')
 })

@@ -145,7 +145,7 @@ t.test('OTLP bad input and partial success', async (t) => {
   }
   const partial = await post(JSON.stringify(body), { 'content-type': 'application/json' })
   t.equal(partial.status, 200)
-  const pj = await partial.json()
+  const pj = (await partial.json()) as { partialSuccess: { rejectedSpans: number; errorMessage: string } }
   t.same(Object.keys(pj), ['partialSuccess'], 'OTLP/JSON keys are lowerCamelCase')
   t.equal(pj.partialSuccess.rejectedSpans, 2)
   t.match(pj.partialSuccess.errorMessage, /no project.*trace id must be 16 bytes/s)

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { readdir, rm, truncate } from 'node:fs/promises'
 import path from 'node:path'
 import type { CallPart, QueryOptions } from '../src/calls/model.js'
@@ -52,8 +52,6 @@ async function comparePages(t: Test, store: CallStore, project: string, r: () =>
     t.same(viaIndex, merged, `${when}: ${JSON.stringify({ ...q, sort_by: undefined })}`)
   }
 }
-
-type Test = Parameters<Parameters<typeof t.test>[1]>[0]
 
 async function indexedProject(store: CallStore, project: string): Promise<number> {
   const conn = await store.connect()

@@ -70,7 +70,7 @@ function expectedHit(ids: number[], earlier: number[]): number {
 }
 
 async function stats(s: { url: string; bearer: () => Record<string, string> }): Promise<any> {
-  return (await fetch(s.url + '/admin/stats', { headers: s.bearer() }).then((x) => x.json())).inference['weft-tiny']
+  return (await fetch(s.url + '/admin/stats', { headers: s.bearer() }).then((x) => x.json() as Promise<any>)).inference['weft-tiny']
 }
 
 const cached = (r: Reply) => r.usage.prompt_tokens_details?.cached_tokens
@@ -180,7 +180,7 @@ t.test('a small KV budget: idle blocks are evicted, least recently used first, a
   const prompts = [convo(10, 20), convo(11, 20), convo(12, 20)]
   const ids = await Promise.all(prompts.map((m) => promptIds(tight.s, m)))
   for (const x of ids) t.ok(x.length + 24 <= SMALL_BUDGET && x.length > 5 * BLOCK, 'each fits the budget alone')
-  const first: string[][] = []
+  const first: (string | null)[][] = []
   for (const m of prompts) first.push(content(await create(tight.client, m)))
   let s = await stats(tight.s)
   t.ok(s.prefix_cache.blocks_cached * BLOCK <= SMALL_BUDGET, 'the cache keeps within --kv-cache-tokens')

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { copyFile, rm } from 'node:fs/promises'
 import path from 'node:path'
 import { postJson, requestJson, startServer, streamQuery, tempDir, type TestServer } from './helpers/server.js'
@@ -103,7 +103,7 @@ async function until(what: string, check: () => Promise<boolean>) {
   throw new Error(`timed out waiting for ${what}`)
 }
 
-async function checkStats(t: Tap.Test, s: TestServer, project: string, what: string) {
+async function checkStats(t: Test, s: TestServer, project: string, what: string) {
   const r = await postJson(s, '/calls/stats', request(project))
   t.equal(r.status, 200, `${what}: 200`)
   t.equal(r.headers.get('x-weft-stats-path'), 'rollup', `${what}: answered by the rollups`)

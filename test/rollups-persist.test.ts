@@ -3,9 +3,10 @@ import { rm, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { tempDir } from './helpers/server.js'
 import { openAnalytics, startPart, endPart } from '../src/index.js'
+import type { CallStatsReq } from '../src/schemas/calls.js'
 
 const P = 'e/persist'
-const req = {
+const req: CallStatsReq = {
   project_id: P,
   start: '2026-05-01T00:00:00Z',
   end: '2026-05-03T00:00:00Z',
@@ -123,7 +124,7 @@ t.test('the per-call tier through corrections, deletes and consolidation gives w
   await a.store.ingest(
     ids.slice(0, 5).map((id, k) => endPart({ project_id: Q, id, ended_at: new Date(started(k) + 5000).toISOString(), summary: {} })),
   )
-  const req = {
+  const req: CallStatsReq = {
     project_id: Q,
     start: new Date(base + 17 * 60_000 + 5).toISOString(),
     end: new Date(base + 6 * 3_600_000 + 41 * 60_000).toISOString(),

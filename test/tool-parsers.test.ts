@@ -201,8 +201,6 @@ t.test('tool_choice rules', async (t) => {
   t.throws(
     () =>
       checkStructuredOutputs({
-        messages,
-        tools,
         tool_choice: { type: 'function', function: { name: 'f' } },
         response_format: { type: 'json_object' },
       }),

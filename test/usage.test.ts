@@ -352,7 +352,7 @@ t.test(
       })
       return parts
     }
-    const strip = (res: { call_usage: Record<string, Record<string, Record<string, unknown>>> }) =>
+    const strip = (res: { call_usage: Record<string, Record<string, object>> }) =>
       Object.fromEntries(
         Object.entries(res.call_usage).map(([id, m]) => [
           id,

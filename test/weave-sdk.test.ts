@@ -57,7 +57,7 @@ t.test('nested ops, one of which throws, are traced and read back', async (t) =>
     body: JSON.stringify({ project_id: 'acme/sdk', object_id: objectId, digest }),
   })
   t.equal(obj.status, 200)
-  const { obj: op } = await obj.json()
+  const { obj: op } = (await obj.json()) as { obj: { val: { files: Record<string, string> } } }
   t.match(op, { object_id: 'add', digest, kind: 'op', version_index: 0, is_latest: 1 })
   const code = await fetch(s.url + '/file/content', {
     method: 'POST',
@@ -76,5 +76,5 @@ t.test('nested ops, one of which throws, are traced and read back', async (t) =>
     headers: { ...s.basic(), 'content-type': 'application/json' },
     body: JSON.stringify({ project_id: 'acme/sdk', id: e.id }),
   })
-  t.match((await one.json()).call, { id: e.id, exception: 'kaboom 6' })
+  t.match(((await one.json()) as { call: unknown }).call, { id: e.id, exception: 'kaboom 6' })
 })

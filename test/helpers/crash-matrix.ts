@@ -32,7 +32,7 @@ export function crashChain(name: string, points: CrashPoint[]): void {
     for (const k of ['calls', 'object', 'table', 'file', 'feedback', 'key'] as Kind[])
       t.equal(await write(s, k, ledger), 200, `before: ${k} written`)
     await s.stop('SIGKILL')
-    for (const { point, kinds = ['calls'], atStart, before } of points) {
+    for (const { point, kinds = ['calls' as Kind], atStart, before } of points) {
       await t.test(point, async (t) => {
         await before?.(dataDir)
         const armed = { WEFT_FAILPOINTS: `${point}:kill` }
