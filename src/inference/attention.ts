@@ -8,6 +8,7 @@
  */
 import { attendBlock, BLOCK_MIN_SPAN, BLOCK_MIN_TOKENS } from './attention-block.js'
 import type { KVCache, Step } from './kv-cache.js'
+import { AttentionKernels } from './attention-simd.js'
 
 /** The shape every layer shares. */
 export interface Dims {
@@ -74,14 +75,69 @@ export function attendAll(d: Dims, l: number, qkv: Float32Array, steps: readonly
   const out = new Float32Array(tokens * d.heads * d.headDim)
   const longest = steps.reduce((m, s) => (byBlock(s) ? m : Math.max(m, s.cache.length + s.tokens.length)), 0)
   const scratch = new Float64Array(longest)
+  const simd = d.headDim % 16 === 0 ? AttentionKernels.get() : null
   let at = 0
   for (const s of steps) {
     writeKV(d, s.cache, l, qkv, at, s.tokens.length)
     if (byBlock(s)) attendBlock(d, s.cache, l, qkv, at, s.tokens.length, s.cache.length, out)
+    else if (simd) attendRowsSimd(simd, d, s.cache, l, qkv, at, s.tokens.length, out)
     else for (let i = 0; i < s.tokens.length; i++) attendRow(d, s.cache, l, qkv, at + i, s.cache.length + i + 1, out, scratch)
     at += s.tokens.length
   }
   return out
+}
+
+/**
+ * Rows [at, at + n) of qkv over the cache (the first row sees its length + 1 positions), by the SIMD
+ * kernels: the cache's keys and values copied into their memory once, then per row the scores, a
+ * softmax here (float64), and the weighted values.
+ */
+function attendRowsSimd(
+  k: AttentionKernels,
+  d: Dims,
+  c: KVCache,
+  l: number,
+  qkv: Float32Array,
+  at: number,
+  n: number,
+  out: Float32Array,
+): void {
+  const { heads: H, kvHeads: KV, headDim: D } = d
+  const W = KV * D
+  const stride = (H + 2 * KV) * D
+  const span = c.length + n
+  // Layout (floats): q [H × D], output [H × D], scores [H × span], keys and values [span × W] each.
+  const qAt = 0
+  const oAt = H * D
+  const pAt = 2 * H * D
+  const kAt = pAt + H * span
+  const vAt = kAt + span * W
+  const m = k.reserve(vAt + span * W)
+  m.set(c.keys[l]!.subarray(0, span * W), kAt)
+  m.set(c.values[l]!.subarray(0, span * W), vAt)
+  const scale = 1 / Math.sqrt(D)
+  for (let i = 0; i < n; i++) {
+    const S = c.length + i + 1
+    const row = (at + i) * stride
+    m.set(qkv.subarray(row, row + H * D), qAt)
+    k.scores(qAt * 4, kAt * 4, pAt * 4, S, H, H / KV, W, D)
+    for (let h = 0; h < H; h++) softmaxInPlace(m, pAt + h * S, S, scale)
+    k.weighted(pAt * 4, vAt * 4, oAt * 4, S, H, H / KV, W, D)
+    out.set(m.subarray(oAt, oAt + H * D), (at + i) * H * D)
+  }
+}
+
+/** p[from, from + n) ← softmax(scale · p), computed in float64. */
+function softmaxInPlace(p: Float32Array, from: number, n: number, scale: number): void {
+  let max = -Infinity
+  for (let s = from; s < from + n; s++) if (p[s]! > max) max = p[s]!
+  let sum = 0
+  for (let s = from; s < from + n; s++) {
+    const e = Math.exp((p[s]! - max) * scale)
+    p[s] = e
+    sum += e
+  }
+  for (let s = from; s < from + n; s++) p[s] = p[s]! / sum
 }
 
 /** Whether a step's attention runs as matrix products (attention-block.ts): a prompt chunk over a long cache. */

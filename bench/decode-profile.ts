@@ -1,0 +1,159 @@
+/**
+ * Where a decode step's time goes, in-process (no server, no HTTP): the bench's 101M model on the wasm
+ * backend, one worker thread's work. Each of B sequences is prefilled with an 81-token prompt, then
+ * decode steps of all B run through the same layers as LlamaModel.forward, each phase timed (wall
+ * and this thread's CPU time, which is what the shared machine disturbs least):
+ *   node dist/bench/decode-profile.js [--batches 1,16,64] [--steps 8] [--prompt 81] [--model 100m|tiny]
+ * Phases: weight products (q/k/v, o, gate/up, down, head), q/k/v read-back, rotation, attention in JS
+ * and the cache writes, the upload of its output, norms and elementwise ops, greedy sampling.
+ * A final check runs the same steps through model.forward and compares tokens and time per step.
+ */
+import os from 'node:os'
+import path from 'node:path'
+import { mkdtempSync, rmSync } from 'node:fs'
+import * as tf from '@tensorflow/tfjs'
+import { parseFlags } from '../src/core/config.js'
+import { makeTinyModel } from '../src/fixtures/tiny-model.js'
+import { loadModel, chooseBackend } from '../src/inference/worker.js'
+import { rotationOf, rotateRows, attendAll } from '../src/inference/attention.js'
+import { rmsNorm, type Layer } from '../src/inference/llama-layers.js'
+import { argmax } from '../src/inference/logits-processors.js'
+import type { KVCache, Step } from '../src/inference/kv-cache.js'
+import type { LlamaModel } from '../src/inference/llama.js'
+
+const { flags } = parseFlags(process.argv.slice(2))
+const BATCHES = (flags.batches ?? '1,16,64').split(',').map(Number)
+const STEPS = Number(flags.steps ?? 8)
+const PROMPT = Number(flags.prompt ?? 81)
+const SHAPES = {
+  tiny: {},
+  '100m': { hidden: 768, layers: 16, heads: 12, kvHeads: 4, intermediate: 2048, seed: 100 },
+}
+
+/** Time by phase: wall ms and CPU ms of this thread. */
+class Phases {
+  wall = new Map<string, number>()
+  cpu = new Map<string, number>()
+  time<T>(name: string, f: () => T): T {
+    const c0 = process.cpuUsage()
+    const t0 = performance.now()
+    const r = f()
+    const dt = performance.now() - t0
+    const c = process.cpuUsage(c0)
+    this.wall.set(name, (this.wall.get(name) ?? 0) + dt)
+    this.cpu.set(name, (this.cpu.get(name) ?? 0) + (c.user + c.system) / 1000)
+    return r
+  }
+}
+
+// The model's private parts, read as the profile needs them (the layers as llama.ts runs them).
+interface Inside {
+  dims: { heads: number; kvHeads: number; headDim: number; eps: number }
+  embed: tf.Tensor2D
+  head: tf.Tensor2D
+  layers: Layer[]
+  norm: tf.Tensor1D
+  invFreq: Float32Array
+  ropeScale: number
+}
+
+/** One decode step of every sequence, phase by phase: the same operations as LlamaModel.forward with block(). */
+function step(model: LlamaModel, tokens: number[], caches: KVCache[], ph: Phases): number[] {
+  const m = model as unknown as Inside
+  const d = m.dims
+  const steps: Step[] = tokens.map((t, i) => ({ tokens: [t], cache: caches[i]! }))
+  for (const s of steps) s.cache.reserve(1)
+  const rotation = ph.time('rotation', () =>
+    rotationOf(
+      steps.map((s) => s.cache.length),
+      m.invFreq,
+      m.ropeScale,
+    ),
+  )
+  const logits = tf.tidy(() => {
+    let x = ph.time('embed', () => tf.gather(m.embed, tf.tensor1d(tokens, 'int32')) as tf.Tensor2D)
+    for (const [l, L] of m.layers.entries()) {
+      const h = ph.time('norms, adds, silu', () => rmsNorm(x, L.inNorm, d.eps))
+      const prod = ph.time('product q/k/v', () => tf.matMul(h, L.wqkv))
+      const qkv = ph.time('read-back q/k/v', () => prod.dataSync() as Float32Array)
+      ph.time('rotation', () => rotateRows(qkv, d, rotation))
+      const attn = ph.time('attention (JS)', () => attendAll(d, l, qkv, steps))
+      const a = ph.time('upload attention', () => tf.tensor2d(attn, [tokens.length, d.heads * d.headDim]))
+      const o = ph.time('product o', () => tf.matMul(a, L.wo))
+      x = ph.time('norms, adds, silu', () => tf.add(x, o))
+      const h2 = ph.time('norms, adds, silu', () => rmsNorm(x, L.postNorm, d.eps))
+      const gu = ph.time('product gate/up', () => tf.matMul(h2, L.gateUp))
+      const act = ph.time('norms, adds, silu', () => {
+        const [g, u] = tf.split(gu, 2, 1)
+        return tf.mul(tf.mul(g!, tf.sigmoid(g!)), u!)
+      })
+      const down = ph.time('product down', () => tf.matMul(act, L.down))
+      x = ph.time('norms, adds, silu', () => tf.add(x, down))
+    }
+    const n = ph.time('norms, adds, silu', () => rmsNorm(x, m.norm, d.eps))
+    const y = ph.time('product head', () => tf.matMul(n, m.head))
+    return ph.time('read-back logits', () => y.dataSync() as Float32Array)
+  })
+  for (const s of steps) s.cache.length += 1
+  const V = model.vocabSize
+  return ph.time('sampling (greedy)', () => tokens.map((_, i) => argmax(logits.subarray(i * V, (i + 1) * V))))
+}
+
+async function main(): Promise<void> {
+  const backend = await chooseBackend('wasm')
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'weft-profile-'))
+  const shape = (flags.model ?? '100m') as keyof typeof SHAPES
+  await makeTinyModel(dir, SHAPES[shape])
+  const { model } = await loadModel(dir)
+  rmSync(dir, { recursive: true, force: true })
+  const prompt = Array.from({ length: PROMPT }, (_, i) => (i * 37 + 11) % 300)
+  console.log(
+    `backend ${backend}, model ${shape}, prompt ${PROMPT}, ${STEPS} timed steps after 2 warm-up; load ${os.loadavg().map((x) => x.toFixed(1))}`,
+  )
+  const rows: Record<string, Record<string, number>> = {}
+  for (const B of BATCHES) {
+    const first = model.newCache()
+    const [pl] = model.forward([{ tokens: prompt, cache: first }])
+    const caches = Array.from({ length: B }, () => first.clone())
+    first.dispose()
+    let tokens = caches.map(() => argmax(pl!))
+    const warm = new Phases()
+    for (let i = 0; i < 2; i++) tokens = step(model, tokens, caches, warm)
+    const ph = new Phases()
+    const t0 = performance.now()
+    const c0 = process.cpuUsage()
+    for (let i = 0; i < STEPS; i++) tokens = step(model, tokens, caches, ph)
+    const wall = (performance.now() - t0) / STEPS
+    const cu = process.cpuUsage(c0)
+    const cpu = (cu.user + cu.system) / 1000 / STEPS
+    // The same number of steps through model.forward itself: what the engine runs.
+    const t1 = performance.now()
+    const c1 = process.cpuUsage()
+    let check = tokens
+    for (let i = 0; i < STEPS; i++) {
+      const out = model.forward(check.map((t, j) => ({ tokens: [t], cache: caches[j]! })))
+      check = out.map((o) => argmax(o))
+    }
+    const fwall = (performance.now() - t1) / STEPS
+    const fc = process.cpuUsage(c1)
+    for (const c of caches) c.dispose()
+    console.log(
+      `\nB = ${B}: ${wall.toFixed(1)} ms wall, ${cpu.toFixed(1)} ms CPU a step (${((B * 1000) / wall).toFixed(0)} tok/s wall);` +
+        ` model.forward: ${fwall.toFixed(1)} ms wall, ${((fc.user + fc.system) / 1000 / STEPS).toFixed(1)} ms CPU; load ${os.loadavg()[0]!.toFixed(1)}`,
+    )
+    const total = [...ph.cpu.values()].reduce((a, b) => a + b, 0)
+    const byCost = [...ph.cpu.entries()].sort((a, b) => b[1] - a[1])
+    rows[B] = {}
+    for (const [name, c] of byCost) {
+      const w = ph.wall.get(name)! / STEPS
+      rows[B]![name] = c / STEPS
+      console.log(
+        `  ${name.padEnd(20)} ${(c / STEPS).toFixed(2).padStart(8)} ms CPU ${w.toFixed(2).padStart(8)} ms wall ${((100 * c) / total).toFixed(1).padStart(5)} %`,
+      )
+    }
+  }
+  console.log('\n' + JSON.stringify(rows))
+  model.dispose()
+}
+
+await main()
