@@ -4,8 +4,8 @@
  * decode steps of all B run through the same layers as LlamaModel.forward, each phase timed (wall
  * and this thread's CPU time, which is what the shared machine disturbs least):
  *   node dist/bench/decode-profile.js [--batches 1,16,64] [--steps 8] [--prompt 81] [--model 100m|tiny]
- * Phases: weight products (q/k/v, o, gate/up, down, head), q/k/v read-back, rotation, attention in JS
- * and the cache writes, the upload of its output, norms and elementwise ops, greedy sampling.
+ * Phases: weight products (q/k/v, o, gate/up, down, head; each with its upload and read-back), rotation,
+ * attention and the cache writes, norms and residual adds (JS), SwiGLU (TF.js), greedy sampling.
  * A final check runs the same steps through model.forward and compares tokens and time per step.
  */
 import os from 'node:os'
@@ -16,7 +16,7 @@ import { parseFlags } from '../src/core/config.js'
 import { makeTinyModel } from '../src/fixtures/tiny-model.js'
 import { loadModel, chooseBackend } from '../src/inference/worker.js'
 import { rotationOf, rotateRows, attendAll } from '../src/inference/attention.js'
-import { rmsNorm, type Layer } from '../src/inference/llama-layers.js'
+import { product, readInto, rmsNorm, type Layer, type Workspace } from '../src/inference/llama-layers.js'
 import { argmax } from '../src/inference/logits-processors.js'
 import type { KVCache, Step } from '../src/inference/kv-cache.js'
 import type { LlamaModel } from '../src/inference/llama.js'
@@ -52,9 +52,10 @@ interface Inside {
   embed: tf.Tensor2D
   head: tf.Tensor2D
   layers: Layer[]
-  norm: tf.Tensor1D
+  norm: Float32Array
   invFreq: Float32Array
   ropeScale: number
+  workspace: Workspace
 }
 
 /** One decode step of every sequence, phase by phase: the same operations as LlamaModel.forward with block(). */
@@ -70,30 +71,38 @@ function step(model: LlamaModel, tokens: number[], caches: KVCache[], ph: Phases
       m.ropeScale,
     ),
   )
-  const logits = tf.tidy(() => {
-    let x = ph.time('embed', () => tf.gather(m.embed, tf.tensor1d(tokens, 'int32')) as tf.Tensor2D)
-    for (const [l, L] of m.layers.entries()) {
-      const h = ph.time('norms, adds, silu', () => rmsNorm(x, L.inNorm, d.eps))
-      const prod = ph.time('product q/k/v', () => tf.matMul(h, L.wqkv))
-      const qkv = ph.time('read-back q/k/v', () => prod.dataSync() as Float32Array)
-      ph.time('rotation', () => rotateRows(qkv, d, rotation))
-      const attn = ph.time('attention (JS)', () => attendAll(d, l, qkv, steps))
-      const a = ph.time('upload attention', () => tf.tensor2d(attn, [tokens.length, d.heads * d.headDim]))
-      const o = ph.time('product o', () => tf.matMul(a, L.wo))
-      x = ph.time('norms, adds, silu', () => tf.add(x, o))
-      const h2 = ph.time('norms, adds, silu', () => rmsNorm(x, L.postNorm, d.eps))
-      const gu = ph.time('product gate/up', () => tf.matMul(h2, L.gateUp))
-      const act = ph.time('norms, adds, silu', () => {
+  const H = m.embed.shape[1]
+  const B = tokens.length
+  const ws = m.workspace
+  const sum = (x: Float32Array, y: Float32Array) => {
+    for (let i = 0; i < x.length; i++) x[i] += y[i]!
+  }
+  const x = ws.get('x', B * H)
+  ph.time('embed', () => tf.tidy(() => readInto(tf.gather(m.embed, tf.tensor1d(tokens, 'int32')), x)))
+  for (const [l, L] of m.layers.entries()) {
+    const h = ph.time('norms, adds (JS)', () => rmsNorm(x, L.inNorm, d.eps, ws.get('h', B * H)))
+    const qkv = ph.time('product q/k/v', () => product(h, L.wqkv, ws.get('qkv', B * L.wqkv.shape[1])))
+    ph.time('rotation', () => rotateRows(qkv, d, rotation))
+    const attn = ph.time('attention', () => attendAll(d, l, qkv, steps, ws.get('attn', B * d.heads * d.headDim)))
+    const o = ph.time('product o', () => product(attn, L.wo, ws.get('o', B * H)))
+    const h2 = ph.time('norms, adds (JS)', () => {
+      sum(x, o)
+      return rmsNorm(x, L.postNorm, d.eps, ws.get('h', B * H))
+    })
+    const y = tf.tidy(() => {
+      const gu = ph.time('product gate/up', () => tf.matMul(tf.tensor2d(h2, [B, H]), L.gateUp))
+      const act = ph.time('SwiGLU (TF.js)', () => {
         const [g, u] = tf.split(gu, 2, 1)
         return tf.mul(tf.mul(g!, tf.sigmoid(g!)), u!)
       })
-      const down = ph.time('product down', () => tf.matMul(act, L.down))
-      x = ph.time('norms, adds, silu', () => tf.add(x, down))
-    }
-    const n = ph.time('norms, adds, silu', () => rmsNorm(x, m.norm, d.eps))
-    const y = ph.time('product head', () => tf.matMul(n, m.head))
-    return ph.time('read-back logits', () => y.dataSync() as Float32Array)
-  })
+      return ph.time('product down', () => tf.matMul(act, L.down))
+    })
+    const down = ph.time('product down', () => readInto(y, ws.get('mlp', B * H)))
+    y.dispose()
+    ph.time('norms, adds (JS)', () => sum(x, down))
+  }
+  const n = ph.time('norms, adds (JS)', () => rmsNorm(x, m.norm, d.eps, ws.get('h', B * H)))
+  const logits = ph.time('product head', () => product(n, m.head, new Float32Array(B * model.vocabSize)))
   for (const s of steps) s.cache.length += 1
   const V = model.vocabSize
   return ph.time('sampling (greedy)', () => tokens.map((_, i) => argmax(logits.subarray(i * V, (i + 1) * V))))

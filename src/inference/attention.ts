@@ -68,11 +68,15 @@ export function rotateRows(qkv: Float32Array, d: Dims, r: Rotation): void {
 /**
  * Attention of layer l for every step: each step's new keys and values (rows [at, at + n) of qkv)
  * written into its cache at its current length, then each new position attending causally over its
- * cache. Returns [tokens, heads × headDim].
+ * cache. Returns [tokens, heads × headDim] (in `out` when given).
  */
-export function attendAll(d: Dims, l: number, qkv: Float32Array, steps: readonly Step[]): Float32Array {
-  const tokens = steps.reduce((s, x) => s + x.tokens.length, 0)
-  const out = new Float32Array(tokens * d.heads * d.headDim)
+export function attendAll(
+  d: Dims,
+  l: number,
+  qkv: Float32Array,
+  steps: readonly Step[],
+  out: Float32Array = new Float32Array(steps.reduce((s, x) => s + x.tokens.length, 0) * d.heads * d.headDim),
+): Float32Array {
   const longest = steps.reduce((m, s) => (byBlock(s) ? m : Math.max(m, s.cache.length + s.tokens.length)), 0)
   const scratch = new Float64Array(longest)
   const simd = d.headDim % 16 === 0 ? AttentionKernels.get() : null

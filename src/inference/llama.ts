@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs'
 import type { Tensor } from './safetensors.js'
 import { KVCache, type Step } from './kv-cache.js'
-import { block, rmsNorm, type Dims, type Layer } from './llama-layers.js'
+import { Workspace, block, product, readInto, rmsNorm, type Dims, type Layer } from './llama-layers.js'
 import { rotationOf } from './attention.js'
 
 /** The fields of a Hugging Face `config.json` the Llama family (Llama, Mistral, Qwen2) needs. */
@@ -88,15 +88,31 @@ function weightReader(w: Map<string, Tensor>) {
       throw new Error(`weight ${name} has shape [${t.shape}], expected [${shape}]`)
     return t
   }
-  const vec = (name: string, n: number) => tf.tensor1d(get(name, [n]).data)
+  // Norm weights and biases stay in JS memory (llama-layers.ts applies them there).
+  const vec = (name: string, n: number) => Float32Array.from(get(name, [n]).data)
   const opt = (name: string, n: number) => (w.has(name) ? vec(name, n) : null)
   // HF linear weights are [out, in]; transposed once here.
-  const lin = (name: string, out: number, inp: number) =>
-    tf.tidy(() => tf.tensor2d(get(name, [out, inp]).data, [out, inp]).transpose<tf.Tensor2D>())
+  const lin = (name: string, out: number, inp: number) => tf.tidy(() => tf.transpose(tf.tensor2d(get(name, [out, inp]).data, [out, inp])))
   return { has: (name: string) => w.has(name), get, vec, opt, lin }
 }
 
 type WeightReader = ReturnType<typeof weightReader>
+
+function concatArrays(parts: Float32Array[]): Float32Array {
+  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0))
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.length
+  }
+  return out
+}
+
+/** The given rows of x ([?, width]) in that order, into out. */
+function pickRows(x: Float32Array, rows: number[], width: number, out: Float32Array): Float32Array {
+  rows.forEach((r, i) => out.set(x.subarray(r * width, (r + 1) * width), i * width))
+  return out
+}
 
 /** Layer l's weights, q/k/v and gate/up side by side (see Layer). */
 function loadLayer(r: WeightReader, c: LlamaConfig, d: Dims, l: number): Layer {
@@ -122,12 +138,7 @@ function loadLayer(r: WeightReader, c: LlamaConfig, d: Dims, l: number): Layer {
       ],
       1,
     ) as tf.Tensor2D,
-    bqkv: biases.some((b) => b)
-      ? (side(
-          biases.map((b, i) => b ?? tf.zeros([sizes[i]!])),
-          0,
-        ) as tf.Tensor1D)
-      : null,
+    bqkv: biases.some((b) => b) ? concatArrays(biases.map((b, i) => b ?? new Float32Array(sizes[i]!))) : null,
     wo: r.lin(`${p}.self_attn.o_proj.weight`, H, q),
     gateUp: side(
       [r.lin(`${p}.mlp.gate_proj.weight`, c.intermediate_size, H), r.lin(`${p}.mlp.up_proj.weight`, c.intermediate_size, H)],
@@ -153,9 +164,10 @@ export class LlamaModel {
   /** The output head transposed ([hidden, vocab]). */
   private readonly head: tf.Tensor2D
   private readonly layers: Layer[]
-  private readonly norm: tf.Tensor1D
+  private readonly norm: Float32Array
   private readonly invFreq: Float32Array
   private readonly ropeScale: number
+  private readonly workspace = new Workspace()
 
   private constructor(
     readonly config: LlamaConfig,
@@ -173,9 +185,7 @@ export class LlamaModel {
     const H = c.hidden_size
     this.embed = tf.tensor2d(r.get('model.embed_tokens.weight', [c.vocab_size, H]).data, [c.vocab_size, H])
     this.head =
-      r.has('lm_head.weight') && !c.tie_word_embeddings
-        ? r.lin('lm_head.weight', c.vocab_size, H)
-        : tf.tidy(() => this.embed.transpose<tf.Tensor2D>())
+      r.has('lm_head.weight') && !c.tie_word_embeddings ? r.lin('lm_head.weight', c.vocab_size, H) : tf.tidy(() => tf.transpose(this.embed))
     this.norm = r.vec('model.norm.weight', H)
     this.layers = []
     for (let l = 0; l < c.num_hidden_layers; l++) this.layers.push(loadLayer(r, c, this.dims, l))
@@ -209,13 +219,21 @@ export class LlamaModel {
     const { ids, positions } = this.stack(steps)
     for (const s of steps) s.cache.reserve(s.tokens.length)
     const rotation = rotationOf(positions, this.invFreq, this.ropeScale)
-    const data = tf.tidy(() => {
-      let x = tf.gather(this.embed, tf.tensor1d(ids, 'int32')) as tf.Tensor2D
-      for (const [l, L] of this.layers.entries()) x = block(this.dims, L, l, x, steps, rotation)
-      const rows = this.wantedRows(steps)
-      if (rows.length < ids.length) x = tf.gather(x, tf.tensor1d(rows, 'int32'))
-      return tf.matMul(rmsNorm(x, this.norm, this.dims.eps), this.head).dataSync() as Float32Array
-    })
+    const ws = this.workspace
+    const H = this.config.hidden_size
+    let x = ws.get('x', ids.length * H)
+    const e = tf.tidy(() => tf.gather(this.embed, tf.tensor1d(ids, 'int32')))
+    readInto(e, x)
+    e.dispose()
+    for (const [l, L] of this.layers.entries()) x = block(this.dims, L, l, x, steps, rotation, ws)
+    const rows = this.wantedRows(steps)
+    if (rows.length < ids.length) x = pickRows(x, rows, H, ws.get('picked', rows.length * H))
+    // The logits are the caller's to keep (a fresh array): one per pass.
+    const data = product(
+      rmsNorm(x, this.norm, this.dims.eps, ws.get('h', x.length)),
+      this.head,
+      new Float32Array(rows.length * this.vocabSize),
+    )
     for (const s of steps) s.cache.length += s.tokens.length
     const V = this.vocabSize
     const out: Float32Array[] = []
@@ -257,8 +275,8 @@ export class LlamaModel {
   }
 
   dispose(): void {
-    const all: tf.Tensor[] = [this.embed, this.head, this.norm]
-    for (const L of this.layers) all.push(...(Object.values(L).filter((t) => t !== null) as tf.Tensor[]))
+    const all: tf.Tensor[] = [this.embed, this.head]
+    for (const L of this.layers) all.push(L.wqkv, L.wo, L.gateUp, L.down)
     for (const t of all) if (!t.isDisposed) t.dispose()
   }
 }
