@@ -38,7 +38,6 @@ import { ModelPool } from './inference/client.js'
 import { makeTinyModel } from './fixtures/tiny-model.js'
 import type { ClickHouseCallBackend } from './clickhouse/backend.js'
 import type { StorageInfo } from './schemas/meta.js'
-import { clickHouseRoutes, openClickHouse, storageInfo } from './storage.js'
 
 export interface RunningServer {
   url: string
@@ -88,6 +87,8 @@ async function openStores(config: Config, log: Logger, parts: Parts): Promise<Op
     log.info(calls.recovered, 'calls write-ahead log replayed')
     parts.tablePool = new TablePool()
   } else {
+    // The ClickHouse side (its client, backend and routes: ~0.3 s of imports) loads only when it is the storage.
+    const { openClickHouse } = await import('./storage.js')
     parts.clickhouse = await openClickHouse(config)
     log.info({ storage: config.storage.kind, database: config.storage.clickhouseDatabase }, 'calls in ClickHouse')
   }
@@ -144,7 +145,8 @@ const callsRecorder = (calls: Pick<CallStore, 'ingest'>): CompletionRecorder => 
 /** Every route, in the order the OpenAPI document lists them; the analytics when calls are embedded. */
 async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Promise<Analytics | null> {
   const { keys, calls, clickhouse, ingest, models } = p
-  const storage: StorageInfo = clickhouse ? await storageInfo(clickhouse) : { backend: 'embedded' }
+  const onClickHouse = clickhouse ? await import('./storage.js') : null
+  const storage: StorageInfo = onClickHouse ? await onClickHouse.storageInfo(clickhouse!) : { backend: 'embedded' }
   app.add(
     metaRoutes(
       () => app.routes,
@@ -158,7 +160,7 @@ async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Prom
     Object.fromEntries(await Promise.all(models.map(async (m) => [m.info.name, { backend: m.info.backend, ...(await m.stats()) }])))
   app.add(adminRoutes({ keys, calls, storage, ingest, inFlight: () => app.pending, rollups: analytics?.rollups, inference }))
   if (calls && analytics) await addEmbeddedRoutes(app, config, p, calls, analytics)
-  else app.add(clickHouseRoutes(clickhouse!, ingest, config, p.catalog))
+  else app.add(onClickHouse!.clickHouseRoutes(clickhouse!, ingest, config, p.catalog))
   models.push(...(await startModels(config, log)))
   if (models.length)
     app.add(

@@ -3,7 +3,7 @@ import type { Static } from '@sinclair/typebox'
 import { bodyProject, route, type Ctx, type Reply, type RouteDef } from './route.js'
 import type { CallRecord } from '../calls/model.js'
 import { keptColumns } from '../calls/arrow/calls.js'
-import { ARROW_STREAM, acceptsArrow, ipcStream } from '../calls/arrow/ipc.js'
+import { ARROW_STREAM, acceptsArrow } from '../calls/arrow/media.js'
 import type { BackendName, CallBackend } from '../calls/backend.js'
 import type { IngestPool } from '../calls/ingest/pool.js'
 import type { IngestTask } from '../calls/ingest/prepare.js'
@@ -148,6 +148,7 @@ async function streamArrow(d: CallsDeps, ctx: Ctx<Static<typeof CallsQueryReqSch
     )
   if (!d.store.streamArrow) throw notServed(d, 'Arrow output')
   const { schema, batches } = await d.store.streamArrow(b.project_id, await withFeedback(d, b))
+  const { ipcStream } = await import('../calls/arrow/ipc.js')
   return { contentType: ARROW_STREAM, stream: ipcStream(schema, batches) }
 }
 

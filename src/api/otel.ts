@@ -2,7 +2,6 @@ import { DomainError } from '../core/errors.js'
 import { route, type Ctx, type RouteDef } from './route.js'
 import type { CallBackend } from '../calls/backend.js'
 import type { IngestPool } from '../calls/ingest/pool.js'
-import { encodeResponse } from '../calls/ingest/otlp.js'
 
 /** POST /otel/v1/traces: OTLP/HTTP spans become calls; the answer names every rejected span. */
 export function otelRoutes(store: Pick<CallBackend, 'ingestRecord'>, pool: IngestPool, maxBodyBytes: number): RouteDef[] {
@@ -27,6 +26,8 @@ export function otelRoutes(store: Pick<CallBackend, 'ingestRecord'>, pool: Inges
       // OTLP/JSON spells fields in lowerCamelCase, as protobuf's JSON mapping does: that is what exporters read.
       return { body: conv.rejected > 0 ? { partialSuccess: { rejectedSpans: conv.rejected, errorMessage: message } } : {} }
     }
+    // protobufjs and the OTLP types (~0.1 s to load) wait for the first protobuf answer rather than every start.
+    const { encodeResponse } = await import('../calls/ingest/otlp.js')
     return { raw: Buffer.from(encodeResponse(conv.rejected, message)), contentType: 'application/x-protobuf' }
   }
   const def = (path: string, summary: string) =>

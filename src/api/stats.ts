@@ -1,7 +1,5 @@
-import { tableToIPC } from 'apache-arrow'
 import { bodyProject, route, type RouteDef } from './route.js'
-import { ARROW_STREAM, acceptsArrow } from '../calls/arrow/ipc.js'
-import { statsTable } from '../stats/arrow.js'
+import { ARROW_STREAM, acceptsArrow } from '../calls/arrow/media.js'
 import { CallStatsReqSchema, CallStatsResSchema, CallsUsageReqSchema, CallsUsageResSchema, TraceUsageReqSchema } from '../schemas/calls.js'
 import { CostCreateReqSchema, CostCreateResSchema, CostPurgeReqSchema, CostQueryReqSchema, CostQueryResSchema } from '../schemas/costs.js'
 import type { PriceBook, StatsEngine, UsageEngine } from '../stats/backend.js'
@@ -34,8 +32,10 @@ function callStatsRoute(stats: StatsEngine): RouteDef {
     handler: async (ctx) => {
       const { result, path } = await stats.run(ctx.body)
       const headers = { 'x-weft-stats-path': path }
-      if (acceptsArrow(ctx.headers.accept))
+      if (acceptsArrow(ctx.headers.accept)) {
+        const [{ tableToIPC }, { statsTable }] = await Promise.all([import('apache-arrow'), import('../stats/arrow.js')])
         return { raw: Buffer.from(tableToIPC(statsTable(result), 'stream')), contentType: ARROW_STREAM, headers }
+      }
       return { body: result, headers }
     },
   })

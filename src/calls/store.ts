@@ -1,8 +1,7 @@
 import path from 'node:path'
 import type { DuckDBConnection } from '@duckdb/node-api'
-import { Table, type RecordBatch, type Schema } from 'apache-arrow'
+import type { RecordBatch, Schema, Table } from 'apache-arrow'
 import { arrowSelect, keptColumns } from './arrow/calls.js'
-import { arrowPlan, chunkToBatch } from './arrow/convert.js'
 import { readerSplit, spillDir } from '../core/duckdb-memory.js'
 import { Params } from '../query/params.js'
 import { encodeParts } from './ingest/encode.js'
@@ -200,6 +199,8 @@ export class CallStore implements CallSource {
     if (viaPool) return viaPool
     const { sql, params } = await querySql(project, opts, (s, p) => this.reader.readAll(s, p), select)
     const result = await this.reader.streamChunks(sql, params)
+    // apache-arrow loads at the first Arrow answer (arrow/media.ts says why).
+    const { arrowPlan, chunkToBatch } = await import('./arrow/convert.js')
     const plan = arrowPlan(result.names, result.types)
     async function* batches() {
       for await (const chunk of result.chunks) yield chunkToBatch(plan, chunk)
@@ -244,6 +245,7 @@ export class CallStore implements CallSource {
     const { schema, batches } = await this.streamArrow(project, opts)
     const all: RecordBatch[] = []
     for await (const b of batches) all.push(b)
+    const { Table } = await import('apache-arrow')
     return new Table(schema, all)
   }
 

@@ -1,5 +1,4 @@
 import type { Table } from 'apache-arrow'
-import { statsTable } from './arrow.js'
 import type { CallSource } from '../calls/source.js'
 import type { Prices } from '../catalog/prices.js'
 import type { CallStatsReq } from '../schemas/calls.js'
@@ -39,6 +38,8 @@ export class CallStats {
 
   /** The same answer as one apache-arrow Table (see statsTable): for embedding, columns rather than JSON. */
   async statsArrow(req: CallStatsReq, now = Date.now()): Promise<Table> {
+    // apache-arrow loads at the first Arrow answer (calls/arrow/media.ts says why).
+    const { statsTable } = await import('./arrow.js')
     return statsTable(await this.stats(req, now))
   }
 

@@ -1,18 +1,6 @@
 import { AsyncByteQueue, RecordBatch, RecordBatchReader, RecordBatchStreamWriter, type Schema } from 'apache-arrow'
 
-/** The media type of the Arrow IPC streaming format. */
-export const ARROW_STREAM = 'application/vnd.apache.arrow.stream'
-
-/** Whether an Accept header asks for Arrow IPC streams (listed with a non-zero quality). */
-export function acceptsArrow(accept: string | undefined): boolean {
-  if (!accept) return false
-  return accept.split(',').some((range) => {
-    const [type, ...params] = range.split(';').map((x) => x.trim().toLowerCase())
-    if (type !== ARROW_STREAM) return false
-    const q = params.find((p) => p.startsWith('q='))
-    return q === undefined || Number(q.slice(2)) > 0
-  })
-}
+export { ARROW_STREAM, acceptsArrow } from './media.js'
 
 /** Keeps what the writer writes, for the caller to take after each batch (the writer's own queue is read-only). */
 class Collect extends AsyncByteQueue {

@@ -4,7 +4,7 @@ import { canAccess } from '../../core/principal.js'
 import { DomainError, validationError, type Detail } from '../../core/errors.js'
 import { parseJson } from '../../core/json.js'
 import { compileValidator } from '../../schemas/validate.js'
-import { decodeProtobuf, spansToParts, type ExportRequest } from './otlp.js'
+import type { ExportRequest } from './otlp.js'
 import {
   CallCreateBatchReqSchema,
   CallEndReqSchema,
@@ -177,6 +177,9 @@ async function decompress(body: Uint8Array, encoding: string, limit: number): Pr
 }
 
 async function otel(task: IngestTask): Promise<{ parts: CallPart[]; reply: unknown }> {
+  // protobufjs and the OTLP types load at the first OTLP body, not in every process that imports this file (the
+  // main thread imports it for ingestError; a worker may never see OTLP).
+  const { decodeProtobuf, spansToParts } = await import('./otlp.js')
   const o = task.otel!
   const raw = await decompress(task.body, o.encoding, o.maxBytes)
   let req: ExportRequest

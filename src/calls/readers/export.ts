@@ -1,7 +1,5 @@
 import { JSDuckDBValueConverter, type DuckDBDataChunk, type DuckDBType } from '@duckdb/node-api'
 import type { RecordBatch, Schema } from 'apache-arrow'
-import { arrowPlan, chunkToBatch } from '../arrow/convert.js'
-import { batchFromIpc, schemaFromIpc } from '../arrow/ipc.js'
 import { Params } from '../../query/expr.js'
 import type { CallRecord, QueryOptions } from '../model.js'
 import { matching } from '../read/merged.js'
@@ -141,6 +139,11 @@ export async function pooledArrow(
   opts: QueryOptions,
   select: string,
 ): Promise<{ schema: Schema; batches: AsyncGenerator<RecordBatch> } | null> {
+  // apache-arrow loads at the first Arrow answer (arrow/media.ts says why).
+  const [{ arrowPlan, chunkToBatch }, { batchFromIpc, schemaFromIpc }] = await Promise.all([
+    import('../arrow/convert.js'),
+    import('../arrow/ipc.js'),
+  ])
   let schemaBytes: Uint8Array | undefined
   let schema: Schema | undefined
   const batches = await pooled<RecordBatch>(d, project, opts, select, {
