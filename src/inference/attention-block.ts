@@ -7,7 +7,7 @@
  * and 580 ms. Plain 2-D products run on the wasm backend's XNNPACK path; its batched products and a softmax in
  * JS over the read-back scores were both several times slower than that.
  */
-import * as tf from '@tensorflow/tfjs'
+import * as tf from '@tensorflow/tfjs-core'
 import type { KVCache } from './kv-cache.js'
 
 /** A step attends by matrix products when it adds at least this many positions... */
@@ -57,8 +57,8 @@ export function attendBlock(
         vh.set(V.subarray(from, from + D), s * D)
       }
       const o = tf.tidy(() => {
-        const scores = tf.matMul(tf.tensor2d(qh, [g * n, D]), tf.tensor2d(kT, [D, S])).mul(1 / Math.sqrt(D))
-        const p = tf.softmax(scores.reshape([g, n, S]).add(masked)).reshape([g * n, S])
+        const scores = tf.mul(tf.matMul(tf.tensor2d(qh, [g * n, D]), tf.tensor2d(kT, [D, S])), 1 / Math.sqrt(D))
+        const p = tf.reshape(tf.softmax(tf.add(tf.reshape(scores, [g, n, S]), masked)), [g * n, S])
         return tf.matMul(p, tf.tensor2d(vh, [S, D])).dataSync() as Float32Array
       })
       for (let j = 0; j < g; j++)

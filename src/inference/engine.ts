@@ -1,4 +1,4 @@
-import * as tf from '@tensorflow/tfjs'
+import * as tf from '@tensorflow/tfjs-core'
 import type { LlamaModel } from './llama.js'
 import { Output } from './output.js'
 import type { EngineStats, GenerateRequest, PrefixCacheStats, WorkerEvent } from './protocol.js'

@@ -6,7 +6,7 @@
  * kernels a layer, whose dispatch (~30 µs each on the shared machine) was a quarter of a one-stream decode
  * step on the 101M model (bench/decode-profile.ts). The TF.js backend does the products and SwiGLU.
  */
-import * as tf from '@tensorflow/tfjs'
+import * as tf from '@tensorflow/tfjs-core'
 import type { Step } from './kv-cache.js'
 import { attendAll, rotateRows, type Dims, type Rotation } from './attention.js'
 

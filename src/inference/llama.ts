@@ -1,4 +1,4 @@
-import * as tf from '@tensorflow/tfjs'
+import * as tf from '@tensorflow/tfjs-core'
 import type { Tensor } from './safetensors.js'
 import { KVCache, type Step } from './kv-cache.js'
 import { Workspace, block, product, readInto, rmsNorm, type Dims, type Layer } from './llama-layers.js'

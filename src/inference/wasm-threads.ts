@@ -21,7 +21,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import wt, { type Worker } from 'node:worker_threads'
-import * as tf from '@tensorflow/tfjs'
+import * as tf from '@tensorflow/tfjs-core'
 import { setThreadsCount, getThreadsCount } from '@tensorflow/tfjs-backend-wasm'
 import { failpoint } from '../core/failpoints.js'
 

@@ -3,7 +3,7 @@ import { toolParserForTemplate } from './parsers/tool-parsers.js'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import type { MessagePort } from 'node:worker_threads'
-import * as tf from '@tensorflow/tfjs'
+import * as tf from '@tensorflow/tfjs-core'
 import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm'
 import { startSingleThreadedWasm, startThreadedWasm } from './wasm-threads.js'
 import { LlamaModel, type LlamaConfig } from './llama.js'
@@ -61,6 +61,9 @@ export async function startBackend(wanted = 'auto', threads = 1): Promise<Backen
       if (wanted === 'wasm') throw new Error('the wasm backend does not load')
     }
   }
+  // The plain JavaScript backend is a fallback: it loads only when needed (the worker imports tfjs-core and the wasm
+  // backend rather than all of @tensorflow/tfjs, whose layers, converter, data and WebGL parts took ~1 s to load).
+  await import('@tensorflow/tfjs-backend-cpu')
   await tf.setBackend('cpu')
   return { name: 'cpu', threads: 1 }
 }
