@@ -3,6 +3,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { ConfigError, DEFAULTS, loadConfig, parseFlags, SERVER_FILE } from './core/config.js'
 import { createLogger } from './core/log.js'
+import { progress } from './core/progress.js'
 import type { Catalog } from './catalog/db.js'
 import type { KeyInfo } from './catalog/keys.js'
 import type { keyInfoJson } from './api/admin.js'
@@ -77,8 +78,13 @@ function firstKeyMessage(key: string, file: string | undefined): string {
 async function serve(flags: Record<string, string>): Promise<void> {
   const config = loadConfig(flags)
   const log = createLogger(config.logLevel)
+  // The model workers start first and load TF.js and their weights on their own threads while this one loads the
+  // server's modules (models.ts); startServer waits for them before it listens, and closes them if it fails.
+  progress.useLogger(log)
+  const models = (await import('./models.js')).startModels(config, log)
+  models.catch(() => {})
   const { startServer } = await import('./server.js')
-  const server = await startServer(config, log)
+  const server = await startServer(config, log, { models })
   if (server.createdAdminKey) process.stdout.write(firstKeyMessage(server.createdAdminKey, server.adminKeyFile))
   process.stdout.write(`weft ${VERSION} listening on ${server.url} (data in ${config.dataDir})\n`)
   let stopping = false

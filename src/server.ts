@@ -34,10 +34,12 @@ import { attachAnalytics, type Analytics } from './stats/analytics.js'
 import { statsRoutes } from './api/stats.js'
 import { chatRoutes } from './api/chat/routes.js'
 import type { CompletionRecorder } from './api/chat/record.js'
-import { ModelPool } from './inference/client.js'
-import { makeTinyModel } from './fixtures/tiny-model.js'
+import type { ModelPool } from './inference/client.js'
+import { closeModels, startModels } from './models.js'
 import type { ClickHouseCallBackend } from './clickhouse/backend.js'
 import type { StorageInfo } from './schemas/meta.js'
+
+export { TINY_MODEL } from './models.js'
 
 export interface RunningServer {
   url: string
@@ -58,6 +60,11 @@ export interface RunningServer {
 export interface StartOptions {
   /** The HTTP transport; uWebSockets.js unless told otherwise (the bench's node:http peer swaps it). */
   serve?: (app: App, host: string, port: number) => Promise<Listening>
+  /**
+   * The models, already starting (models.ts: `weft serve` starts them before it loads this file); without it,
+   * they start once the catalog is open. Closed here if the start fails.
+   */
+  models?: Promise<ModelPool[]>
 }
 
 /** What a start has opened so far: closed again if a later step fails, and by close(). */
@@ -71,9 +78,13 @@ interface Parts {
   ingest?: IngestPool
   /** Parses and digests table writes for the catalog's tables (embedded storage); its threads start at the first. */
   tablePool?: TablePool
+  /** The models once started (filled in before the server listens)… */
   models: ModelPool[]
+  /** …and their start, which runs beside the other steps (a failed one is closed from here). */
+  modelsStarting: Promise<ModelPool[]>
 }
-type Opened = Required<Pick<Parts, 'catalog' | 'keys' | 'ingest' | 'models'>> & Pick<Parts, 'calls' | 'clickhouse' | 'tablePool'>
+type Opened = Required<Pick<Parts, 'catalog' | 'keys' | 'ingest' | 'models' | 'modelsStarting'>> &
+  Pick<Parts, 'calls' | 'clickhouse' | 'tablePool'>
 
 async function openStores(config: Config, log: Logger, parts: Parts): Promise<Opened> {
   const keys = (parts.keys = await KeyStore.load(parts.catalog))
@@ -161,7 +172,7 @@ async function addRoutes(app: App, config: Config, log: Logger, p: Opened): Prom
   app.add(adminRoutes({ keys, calls, storage, ingest, inFlight: () => app.pending, rollups: analytics?.rollups, inference }))
   if (calls && analytics) await addEmbeddedRoutes(app, config, p, calls, analytics)
   else app.add(onClickHouse!.clickHouseRoutes(clickhouse!, ingest, config, p.catalog))
-  models.push(...(await startModels(config, log)))
+  models.push(...(await p.modelsStarting))
   if (models.length)
     app.add(
       chatRoutes({
@@ -247,7 +258,7 @@ async function shutdown(
 
 /** A failed start closes what it had opened, newest first. */
 async function abandon(p: Parts): Promise<void> {
-  await Promise.all(p.models.map((m) => m.close().catch(() => {})))
+  await closeModels(p.modelsStarting)
   await p.ingest?.close().catch(() => {})
   await p.tablePool?.close().catch(() => {})
   await p.calls?.close().catch(() => {})
@@ -259,7 +270,17 @@ async function abandon(p: Parts): Promise<void> {
 export async function startServer(config: Config, log: Logger, opts: StartOptions = {}): Promise<RunningServer> {
   // Long work (log replay, rollup builds, compactions, model loads) reports its progress in the server's log.
   progress.useLogger(log)
-  const parts: Parts = { catalog: await Catalog.open(config.dataDir, { memoryLimit: config.memoryLimit }), models: [] }
+  let catalog: Catalog
+  try {
+    catalog = await Catalog.open(config.dataDir, { memoryLimit: config.memoryLimit })
+  } catch (e) {
+    if (opts.models) await closeModels(opts.models)
+    throw e
+  }
+  const modelsStarting = opts.models ?? startModels(config, log)
+  // Awaited once the routes are added; a failure before then must not count as unhandled meanwhile.
+  modelsStarting.catch(() => {})
+  const parts: Parts = { catalog, models: [], modelsStarting }
   try {
     const p = await openStores(config, log, parts)
     const firstKey = await ensureAdminKey(config, log, p.keys)
@@ -293,65 +314,4 @@ export async function startServer(config: Config, log: Logger, opts: StartOption
     await abandon(parts)
     throw e
   }
-}
-
-/** The built-in model's name and where it is made on first start. */
-export const TINY_MODEL = 'weft-tiny'
-
-/**
- * One inference worker per model directory. With none configured, the built-in tiny model (made in
- * DATA_DIR/models on first start, deterministically: nothing is downloaded); `none` serves no model.
- */
-async function startModels(config: Config, log: Logger): Promise<ModelPool[]> {
-  if (config.models.includes('none')) return []
-  let dirs = config.models
-  let names = config.servedModelNames
-  if (!dirs.length) {
-    const dir = path.join(config.dataDir, 'models', TINY_MODEL)
-    const made = await fs.stat(path.join(dir, 'config.json')).then(
-      () => true,
-      () => false,
-    )
-    if (!made) {
-      await makeTinyModel(dir + '.tmp')
-      await fs.rm(dir, { recursive: true, force: true })
-      await fs.rename(dir + '.tmp', dir)
-      log.info({ dir }, 'made the built-in tiny model')
-    }
-    dirs = [dir]
-    names = names.length ? names : [TINY_MODEL]
-  }
-  if (names.length && names.length !== dirs.length)
-    throw new Error(`--served-model-name names ${names.length} models, --model gives ${dirs.length}`)
-  const engine = {
-    maxNumSeqs: config.maxNumSeqs,
-    maxWaiting: config.maxWaitingRequests,
-    kvTokens: config.kvCacheTokens,
-    prefixCaching: config.enablePrefixCaching,
-    prefillChunk: config.prefillChunk,
-    priority: config.schedulingPolicy === 'priority',
-    maxLogprobs: 20,
-  }
-  const started: ModelPool[] = []
-  try {
-    for (const [i, dir] of dirs.entries()) {
-      started.push(
-        await ModelPool.start(
-          {
-            modelDir: dir,
-            servedName: names[i] ?? path.basename(dir),
-            engine,
-            backend: config.inferenceBackend,
-            threads: config.inferenceThreads,
-          },
-          log,
-          config.modelReplicas,
-        ),
-      )
-    }
-  } catch (e) {
-    await Promise.all(started.map((m) => m.close().catch(() => {})))
-    throw e
-  }
-  return started
 }
