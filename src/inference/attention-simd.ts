@@ -66,16 +66,23 @@ const lane = (i: number) => I.simd(31, i)
 const fadd4 = I.simd(228)
 const fmul4 = I.simd(230)
 
-/** A function body's locals after its parameters: i32s then v128s, by name. */
+/**
+ * A function body's locals after its parameters (i32s, then v128s, by name; D4 and W4 added), their
+ * get and set, and the prologue both kernels share: D4 = 4 D and W4 = 4 W (row sizes in bytes).
+ */
 function locals(i32: string[], v128: string[]) {
   const at = new Map<string, number>(PARAMS.map((p, i) => [p, i]))
-  for (const n of [...i32, ...v128]) at.set(n, at.size)
+  const names = [...i32, 'D4', 'W4']
+  for (const n of [...names, ...v128]) at.set(n, at.size)
   const ix = (n: Param | string) => at.get(n)!
   const decl = vec([
-    [...uleb(i32.length), I32],
+    [...uleb(names.length), I32],
     [...uleb(v128.length), V128],
   ])
-  return { ix, decl }
+  const g = (n: string) => I.get(ix(n))
+  const s = (n: string) => I.set(ix(n))
+  const prologue = [...g('D'), ...I.const(4), ...I.mul, ...s('D4'), ...g('W'), ...I.const(4), ...I.mul, ...s('W4')]
+  return { ix, g, s, prologue: [...decl, ...prologue] }
 }
 
 /** `x = x + y` on i32 locals, y a local or a constant. */
@@ -104,14 +111,10 @@ const fma4 = (ix: (n: string) => number, x: string, y: string, splatY: boolean) 
  * W floats, head h's keys at (h / g) × D), p[h × S + s] = q_h · k_s. S ≥ 1, D a multiple of 16.
  */
 function scoresBody(): number[] {
-  const { ix, decl } = locals(['h', 's', 'e', 'qh', 'kr', 'pr', 'D4', 'W4'], ['a0', 'a1', 'a2', 'a3'])
-  const g = (n: string) => I.get(ix(n))
-  const s = (n: string) => I.set(ix(n))
+  const { ix, g, s, prologue } = locals(['h', 's', 'e', 'qh', 'kr', 'pr'], ['a0', 'a1', 'a2', 'a3'])
   // One instruction group a line, as a listing reads.
   // prettier-ignore
   const body = [
-    ...g('D'), ...I.const(4), ...I.mul, ...s('D4'),
-    ...g('W'), ...I.const(4), ...I.mul, ...s('W4'),
     ...I.loop, // h
     ...g('a'), ...g('h'), ...g('D4'), ...I.mul, ...I.add, ...s('qh'),
     ...g('b'), ...g('h'), ...g('g'), ...I.divU, ...g('D4'), ...I.mul, ...I.add, ...s('kr'),
@@ -139,7 +142,7 @@ function scoresBody(): number[] {
     ...g('h'), ...g('H'), ...I.ltU, ...I.brIf(0),
     ...I.end,
   ]
-  return [...decl, ...body, ...I.end]
+  return [...prologue, ...body, ...I.end]
 }
 
 /**
@@ -147,14 +150,10 @@ function scoresBody(): number[] {
  * (v's rows of W floats, head h's values at (h / g) × D). S ≥ 1, D a multiple of 16.
  */
 function weightedBody(): number[] {
-  const { ix, decl } = locals(['h', 'e', 'vb', 'vr', 'pp', 'pend', 'or', 'D4', 'W4'], ['a0', 'a1', 'a2', 'a3', 'w'])
-  const g = (n: string) => I.get(ix(n))
-  const s = (n: string) => I.set(ix(n))
+  const { ix, g, s, prologue } = locals(['h', 'e', 'vb', 'vr', 'pp', 'pend', 'or'], ['a0', 'a1', 'a2', 'a3', 'w'])
   // One instruction group a line, as a listing reads.
   // prettier-ignore
   const body = [
-    ...g('D'), ...I.const(4), ...I.mul, ...s('D4'),
-    ...g('W'), ...I.const(4), ...I.mul, ...s('W4'),
     ...I.loop, // h
     ...g('b'), ...g('h'), ...g('g'), ...I.divU, ...g('D4'), ...I.mul, ...I.add, ...s('vb'),
     ...g('c'), ...g('h'), ...g('D4'), ...I.mul, ...I.add, ...s('or'),
@@ -178,7 +177,7 @@ function weightedBody(): number[] {
     ...g('h'), ...g('H'), ...I.ltU, ...I.brIf(0),
     ...I.end,
   ]
-  return [...decl, ...body, ...I.end]
+  return [...prologue, ...body, ...I.end]
 }
 
 /** The module's bytes: one memory ("mem") and the two functions. */
