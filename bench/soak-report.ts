@@ -21,6 +21,8 @@ export interface Sample {
   spilled_mib?: number
   heap_mib?: number
   tail_oom_retries?: number
+  compaction_failures?: number
+  compaction_resplits?: number
   duckdb_calls_tags_mib?: Record<string, number>
 }
 

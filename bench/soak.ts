@@ -68,6 +68,9 @@ async function sample(url: string, headers: Record<string, string>, pid: number,
     heap_mib: mib(st.memory.heap_used_bytes),
     // Tail inserts retried after running out of memory (--memory-limit): a budget that holds keeps this at 0.
     tail_oom_retries: st.calls?.tail_oom_retries ?? 0,
+    // Compactions that failed (segments pile up and reads slow) or ran again in smaller ranges: both 0 when the budget holds.
+    compaction_failures: st.calls?.compaction_failures ?? 0,
+    compaction_resplits: st.calls?.compaction_resplits ?? 0,
     // What holds the store's DuckDB memory (IN_MEMORY_TABLE, OVERFLOW_STRINGS, HASH_TABLE, EXTERNAL_FILE_CACHE, …).
     duckdb_calls_tags_mib: Object.fromEntries(
       Object.entries((st.memory.duckdb?.calls?.by_tag ?? {}) as Record<string, { in_use_bytes: number }>).map(([k, v]) => [

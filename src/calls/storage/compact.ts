@@ -7,7 +7,9 @@ import { FOLDED, latest } from '../model.js'
 import { PARQUET, fileStats, refreshView, segmentFiles, sqlPath } from './parquet.js'
 import { fileName, fsyncPath, writeManifest, type Segment } from './segments.js'
 import type { StorageState } from './state.js'
-import { hit } from '../../core/failpoints.js'
+import { failpointCount, hit } from '../../core/failpoints.js'
+import { BUDGET_SHARES } from '../../core/duckdb-memory.js'
+import { outOfMemory } from '../../core/errors.js'
 import { attachPageIndex, ensurePageIndex, pageIndexWanted, writeSegmentIndex } from './page-index.js'
 
 /** Whether a flush should be followed by a compaction: past `maxSegments` flushed (not yet compacted) segments. */
@@ -27,9 +29,10 @@ export function selectMerge(segments: readonly Segment[]): readonly Segment[] | 
  * Folds the selected segments into compacted ones, each call's parts merged into a single part row
  * whose seq is its parts' highest, so parts arriving later still win field by field. Deleted calls
  * stay, as tombstones: a late part of a deleted call must not bring it back. The work is split into
- * id ranges of about `compactParts` parts, one output segment each, so memory stays bounded whatever
- * the store's size (a single GROUP BY over 10M calls ran DuckDB out of memory). False when there
- * was nothing to compact.
+ * id ranges, one output segment each, so memory stays bounded whatever the store's size (a single
+ * GROUP BY over 10M calls ran DuckDB out of memory): ranges of at most `compactParts` parts and of at
+ * most rangeBytes of data. A range that still runs out of memory is split again (see compactInRanges).
+ * False when there was nothing to compact.
  */
 export async function compactSegments(s: StorageState): Promise<boolean> {
   const old = selectMerge(s.manifest.segments)
@@ -39,24 +42,7 @@ export async function compactSegments(s: StorageState): Promise<boolean> {
     await ensurePageIndex(s)
     return false
   }
-  const files = segmentFiles(s.dir, old).join(', ')
-  const totalRows = old.reduce((a, x) => a + x.rows, 0)
-  const bounds = await idBounds(s.maint, s.dir, old, Math.ceil(totalRows / s.opts.compactParts))
-  const made: Segment[] = []
-  // At 100M parts this is minutes of work, one id range (~2M parts) at a time: reported per range.
-  const task = progress.start('calls compaction', {
-    total: bounds.length + 1,
-    unit: 'ranges',
-    fields: { segments: old.length, parts: totalRows },
-  })
-  await task.run(async () => {
-    for (let i = 0; i <= bounds.length; i++) {
-      const seg = await compactRange(s, files, i > 0 ? bounds[i - 1]! : null, i < bounds.length ? bounds[i]! : null)
-      if (seg) made.push(seg)
-      hit('compact.after-range')
-      task.update(i + 1)
-    }
-  })
+  const made = await compactInRanges(s, old)
   await fsyncPath(s.dir)
   // The flushed segments' highest seq must survive in the manifest (a restart numbers new parts after it).
   if (made.length) made[made.length - 1]!.max_seq = Math.max(made[made.length - 1]!.max_seq, ...old.map((x) => x.max_seq))
@@ -70,6 +56,69 @@ export async function compactSegments(s: StorageState): Promise<boolean> {
   // them a little later, and not while a pooled read holds them (pins.ts; a restart removes any that are left).
   s.pins.retire(old.flatMap((x) => (x.index ? [x.file, x.index] : [x.file])).map((f) => path.join(s.dir, f)))
   return true
+}
+
+/** Times a compaction out of memory is retried with ranges RESPLIT times smaller before it fails. */
+const RESPLITS = 3
+const RESPLIT = 4
+/** WEFT_FAILPOINTS=compact-oom:N (tests): the first N compactions fail out of memory after their first range. */
+let oomFailpoint = failpointCount('compact-oom') ?? 0
+
+/**
+ * The data one range may fold: an eighth of the store's memory share. A merge keeps each call's latest
+ * value of every field (large JSON included) in memory until its group is done. A 30-minute soak at a
+ * 4 GiB budget folded ~1.4M parts in one range: from the sixth minute on no compaction finished (the
+ * segments went from 2 to 41 and reads slowed), the failures logged as warnings only. 168 MB of calls
+ * under a 256 MiB budget fold in 16 ranges, not 4 (measured).
+ */
+export function rangeBytes(memoryLimit: number): number {
+  return Math.max(8 * 2 ** 20, Math.floor((memoryLimit * BUDGET_SHARES.calls) / 8))
+}
+
+/**
+ * The compacted segments of `old`, written range by range (not yet in the manifest). Out of memory, the
+ * files written so far are removed and the whole fold runs again in ranges RESPLIT times smaller.
+ */
+async function compactInRanges(s: StorageState, old: readonly Segment[]): Promise<Segment[]> {
+  const files = segmentFiles(s.dir, old).join(', ')
+  const totalRows = old.reduce((a, x) => a + x.rows, 0)
+  const bytes = await uncompressedBytes(s.maint, s.dir, old)
+  let ranges = Math.max(Math.ceil(totalRows / s.opts.compactParts), Math.ceil(bytes / rangeBytes(s.opts.memoryLimit)))
+  for (let attempt = 0; ; attempt++) {
+    const bounds = await idBounds(s.maint, s.dir, old, ranges)
+    const made: Segment[] = []
+    // At 100M parts this is minutes of work, one id range at a time: reported per range.
+    const task = progress.start('calls compaction', {
+      total: bounds.length + 1,
+      unit: 'ranges',
+      fields: { segments: old.length, parts: totalRows, bytes, attempt },
+    })
+    try {
+      await task.run(async () => {
+        for (let i = 0; i <= bounds.length; i++) {
+          const seg = await compactRange(s, files, i > 0 ? bounds[i - 1]! : null, i < bounds.length ? bounds[i]! : null)
+          if (seg) made.push(seg)
+          if (oomFailpoint > 0 && oomFailpoint--) throw new Error('Out of Memory Error: failpoint compact-oom')
+          hit('compact.after-range')
+          task.update(i + 1)
+        }
+      })
+      return made
+    } catch (e) {
+      // Not named by the manifest: nothing reads these yet.
+      for (const x of made) for (const f of x.index ? [x.file, x.index] : [x.file]) await fs.rm(path.join(s.dir, f), { force: true })
+      if (!outOfMemory(e) || attempt >= RESPLITS || s.closed) throw e
+      ranges = Math.max(ranges, bounds.length + 1) * RESPLIT
+      s.compactionResplits++
+    }
+  }
+}
+
+/** The segments' data as DuckDB reads it (uncompressed column chunks, from the Parquet footers). */
+async function uncompressedBytes(maint: DuckDBConnection, dir: string, segments: readonly Segment[]): Promise<number> {
+  const files = segmentFiles(dir, segments).join(', ')
+  const r = await maint.runAndReadAll(`SELECT coalesce(sum(total_uncompressed_size), 0)::BIGINT AS b FROM parquet_metadata([${files}])`)
+  return Number(r.getRowObjectsJS()[0]!.b)
 }
 
 /** One id range [lo, hi) of the files folded into a new segment; null when the range holds no call. */
@@ -89,7 +138,11 @@ async function compactRange(s: StorageState, files: string, lo: string | null, h
         GROUP BY project_id, id ORDER BY project_id, id) TO ${sqlPath(tmp)} (${PARQUET})`,
   )
   copy.bind(params.values)
-  await copy.run()
+  try {
+    await copy.run()
+  } finally {
+    copy.destroySync()
+  }
   const stats = await fileStats(s.maint, tmp)
   if (stats.n === 0) {
     await fs.rm(tmp, { force: true })
@@ -103,24 +156,28 @@ async function compactRange(s: StorageState, files: string, lo: string | null, h
   return { file: segName, rows: stats.n, min_seq: stats.lo, max_seq: stats.hi, bytes, level: 1, ...(index ? { index } : {}) }
 }
 
+/** Ids sampled to place range bounds: enough for even ranges, read from the id column alone. */
+const BOUND_SAMPLE = 20_000
+
 /**
- * Up to n - 1 ids splitting the segments' parts into n ranges of similar size, from the row-group
- * statistics in the Parquet footers (segments are sorted by id, so no data is read).
+ * Up to n - 1 ids splitting the segments' parts into n ranges of similar size, from a sample of the
+ * id column (before, the row groups' minimum ids: a flushed segment is one or two row groups whose
+ * ids span the whole id space, so most ranges came out nearly empty and one held almost every part).
  */
 export async function idBounds(maint: DuckDBConnection, dir: string, segments: readonly Segment[], n: number): Promise<string[]> {
-  if (n <= 1) return []
+  if (n <= 1 || segments.length === 0) return []
   const files = segmentFiles(dir, segments).join(', ')
-  const mins = (
+  const sample = (
     await maint.runAndReadAll(
-      `SELECT stats_min AS id FROM parquet_metadata([${files}]) WHERE path_in_schema = 'id' AND stats_min IS NOT NULL ORDER BY stats_min`,
+      `SELECT id FROM (SELECT id FROM read_parquet([${files}], union_by_name = true) USING SAMPLE reservoir(${BOUND_SAMPLE} ROWS) REPEATABLE (7)) ORDER BY id`,
     )
   )
     .getRowObjectsJS()
     .map((r) => String(r.id))
   const out: string[] = []
   for (let i = 1; i < n; i++) {
-    const b = mins[Math.floor((i * mins.length) / n)]
-    if (b !== undefined && b !== out[out.length - 1] && b > (out[out.length - 1] ?? '')) out.push(b)
+    const b = sample[Math.floor((i * sample.length) / n)]
+    if (b !== undefined && b > (out[out.length - 1] ?? '')) out.push(b)
   }
   return out
 }

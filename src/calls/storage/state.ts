@@ -18,6 +18,8 @@ export interface StorageState {
   readonly closed: boolean
   /** Segment files held by pooled reads (a compaction retires the files it replaced through it). */
   readonly pins: SegmentPins
+  /** Compactions that ran out of memory and were run again in smaller ranges (compact.ts). */
+  compactionResplits: number
 }
 
 export function walNumber(name: string): number {

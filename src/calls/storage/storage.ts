@@ -33,6 +33,10 @@ export class Storage implements StorageState {
   /** The highest seq given to a part so far (a replay sets it as it goes). */
   seq = 0n
   closed = false
+  compactionResplits = 0
+  /** Compactions that failed (the next flush past the segment limit tries again), and the last one's error. */
+  private compactionFailures = 0
+  private lastCompactionError: string | null = null
   private flushChain: Promise<unknown> = Promise.resolve()
   /** A size-triggered flush is queued and has not started: later batches need not queue another. */
   private sizeFlushQueued = false
@@ -128,7 +132,13 @@ export class Storage implements StorageState {
   }
 
   private async compactOnce(): Promise<void> {
-    if (!(await compactSegments(this))) return
+    try {
+      if (!(await compactSegments(this))) return
+    } catch (e) {
+      this.compactionFailures++
+      this.lastCompactionError = e instanceof Error ? e.message : String(e)
+      throw e
+    }
     for (const hook of this.hooks) await hook('compact').catch(() => {})
   }
 
@@ -192,6 +202,9 @@ export class Storage implements StorageState {
       segment_rows: this.segmentRows,
       segment_bytes: this.manifest.segments.reduce((a, x) => a + x.bytes, 0),
       wal_bytes: this.wal.bytes,
+      compaction_failures: this.compactionFailures,
+      compaction_resplits: this.compactionResplits,
+      last_compaction_error: this.lastCompactionError,
     }
   }
 
