@@ -32,6 +32,7 @@ const CALLS = [
   { metric: 'error_count', aggregations: ['sum'] },
 ]
 const COUNTS = [{ metric: 'call_count', aggregations: ['sum'] }]
+const COSTS = ['input_cost', 'output_cost', 'total_cost'].map((metric) => ({ metric, aggregations: ['sum', 'avg'] }))
 /**
  * The page a trace UI asks for: one op, slow calls, newest first, 100 of them. Only `started_at`: that is
  * the order the embedded page index serves (another key would measure its merge path); both backends
@@ -57,6 +58,7 @@ export function benchRequests(c: RequestContext): Record<string, BenchRequest> {
     stats_30d_daily: stats(30, 86_400, { usage_metrics: USAGE, call_metrics: CALLS }),
     stats_24h_hourly: stats(1, 3600, { usage_metrics: USAGE, call_metrics: CALLS }),
     stats_7d_6h_op: stats(7, 21_600, { usage_metrics: USAGE, call_metrics: CALLS, filter: { op_names: [c.op] } }),
+    stats_30d_costs: stats(30, 86_400, { usage_metrics: COSTS }),
     stats_7d_usage_pcts: stats(7, 86_400, {
       usage_metrics: [{ metric: 'total_tokens', aggregations: ['avg', 'min', 'max'], percentiles: [50, 90] }],
     }),

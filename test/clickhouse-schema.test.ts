@@ -9,7 +9,7 @@ import { chdbResolvable } from '../src/clickhouse/chdb-executor.js'
 import { allStatements, bootstrap, MIGRATIONS } from '../src/clickhouse/migrations.js'
 import type { CallFilter } from '../src/calls/model.js'
 import { ChParams } from '../src/clickhouse/query/params.js'
-import { chRollupCountsSql, chRollupTotalSql, rollupDims, suspectsSql } from '../src/clickhouse/stats-rollup-sql.js'
+import { chRollupCountsSql, chRollupTotalSql, rollupDims, suspectsSql, type Suspects } from '../src/clickhouse/stats-rollup-sql.js'
 import { chRollupDoneSql, chRollupUsageSql } from '../src/clickhouse/stats-done-sql.js'
 import { slotParams } from '../src/clickhouse/stats-slots.js'
 import { ALPHA } from '../src/stats/sketch.js'
@@ -360,5 +360,20 @@ t.test(
       ],
       'usage per bucket and model: i’s from its own part, k’s read from call_usage by its start',
     )
+    // A request reads the calls to correct once and binds them as a list (stats-reads.ts readSuspects): the same rows
+    // as each statement's own subquery, the counts' included (correcting a call whose rows are right changes nothing).
+    const sorted = (rs: Record<string, unknown>[]) => rs.map((r) => JSON.stringify(r)).sort()
+    const both = (make: (params: ChParams, suspects?: Suspects) => string) => {
+      const [a, b] = [new ChParams(), new ChParams()]
+      return [sorted(read(make(a), a)), sorted(read(make(b, { ids: corrected }), b))]
+    }
+    for (const [name, make] of [
+      ['counts', (p: ChParams, x?: Suspects) => chRollupCountsSql(l, 'p', slots, [], p, x)],
+      ['latency and errors', (p: ChParams, x?: Suspects) => chRollupDoneSql(l, slotParams('p', slots, [], p), p, x)],
+      ['usage', (p: ChParams, x?: Suspects) => chRollupUsageSql(l, slotParams('p', slots, [], p), p, x)],
+    ] as const) {
+      const [query, list] = both(make)
+      t.same(list, query, `${name}: the calls to correct as a bound list, as the subquery`)
+    }
   },
 )

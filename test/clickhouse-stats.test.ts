@@ -114,6 +114,21 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
     aggregations: ['sum', 'avg', 'min', 'max', 'count'],
   }))
   const range = { project_id: P, start: iso(BASE + 17 * 60_000 + 3_456), end: iso(BASE + 47 * H + 5 * 60_000) }
+  // Costs the rollups answer (no percentile, no extreme of total_cost): every call is in the `call_ids` of the scan to compare with.
+  const COSTS = [
+    { metric: 'input_cost', aggregations: ['sum', 'avg', 'min', 'max', 'count'] },
+    { metric: 'output_cost', aggregations: ['sum', 'max'] },
+    { metric: 'total_cost', aggregations: ['sum', 'avg', 'count'] },
+    { metric: 'output_tokens', aggregations: ['sum'] },
+  ]
+  const fromRollups = async (t: Test, body: Record<string, unknown>, label: string, path = 'rollup') => {
+    const b = await same(t, '/calls/stats', body, label)
+    t.equal(b.headers.get('x-weft-stats-path'), path, `${label}: answered by the ${path}`)
+    const filter = { ...(body.filter as object | undefined), call_ids: ids }
+    const scan = await postJson(ch!, '/calls/stats', { ...body, filter })
+    t.equal(scan.headers.get('x-weft-stats-path'), 'scan')
+    compare(t, b.json, scan.json, `${label}: the rollups and ClickHouse's scan`)
+  }
 
   await t.test('/calls/stats: call metrics, every granularity and time zone shape', async (t) => {
     for (const [granularity, timezone] of [
@@ -161,6 +176,10 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
     t.same([a.status, b.status], [200, 200])
     t.same(b.json.ids.map((x: string[]) => x[1]).sort(), ['gpt-4o', 'local-model'], 'ids for each model')
     await same(t, '/calls/stats', { ...range, granularity: 3600, usage_metrics: withPct }, 'project prices')
+    // The hour holding gpt-4o's new price is scanned; the others priced per hour from the rollup.
+    for (const granularity of [3600, 21600])
+      await fromRollups(t, { ...range, granularity, usage_metrics: COSTS }, `costs, ${granularity} s`)
+    await fromRollups(t, { ...range, granularity: 86400, usage_metrics: COSTS, filter: { op_names: [OPS[1]] } }, 'costs of one op')
     const strip = (rows: Record<string, unknown>[]) => rows.map(({ id: _id, ...rest }) => rest)
     const qa = await postJson(emb!, '/cost/query', { project_id: P })
     const qb = await postJson(ch!, '/cost/query', { project_id: P })
@@ -223,6 +242,9 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
       { ...range, granularity: 43200, call_metrics: CALLS, usage_metrics: USAGE },
       'after late parts and deletes',
     )
+    // A second end and deletes: their emissions' costs taken out, their merged usage priced in.
+    const sums = COSTS.map((c) => ({ ...c, aggregations: ['sum', 'avg', 'count'] }))
+    await fromRollups(t, { ...range, granularity: 43200, usage_metrics: sums }, 'costs after late parts and deletes')
     await same(t, '/calls/usage', { project_id: P, call_ids: roots.slice(0, 6), include_costs: true }, 'usage after deletes')
     await same(t, '/calls/query_stats', { project_id: P, filter: { trace_roots_only: true } }, 'query_stats count')
   })
@@ -317,7 +339,7 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
       }
       // Latency, errors and token metrics: the corrected calls' emissions out, their merged state in. Sums,
       // averages and counts always come from the rollups; an extreme (or a percentile, clamped to them) that a
-      // corrected call held cannot, and such a request is scanned: equal answers either way.
+      // corrected call held cannot, and the buckets where one did are scanned whole (stats-reads.ts rescanBuckets).
       const sums = { aggregations: ['sum', 'avg', 'count'] }
       const plain = {
         ...req,
@@ -327,7 +349,8 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
       const f = await same(t, '/calls/stats', plain, `latency, errors, tokens, ${label}`)
       t.equal(f.headers.get('x-weft-stats-path'), path, `latency, errors, tokens, ${label}: answered by the ${path}`)
       const full = { ...req, call_metrics: CALLS, usage_metrics: TOKENS }
-      await same(t, '/calls/stats', full, `with extremes and percentiles, ${label}`)
+      const x = await same(t, '/calls/stats', full, `with extremes and percentiles, ${label}`)
+      t.equal(x.headers.get('x-weft-stats-path'), path, `with extremes and percentiles, ${label}: the ${path}, buckets rescanned`)
       const scan = await postJson(ch!, '/calls/stats', { ...plain, filter: { ...filter, call_ids: everyId } })
       t.equal(scan.headers.get('x-weft-stats-path'), 'scan')
       compare(t, f.json, scan.json, `${label}: the rollups and ClickHouse's scan`)

@@ -65,15 +65,34 @@ export function suspectsSql(l: Layout, p: string, done = false): string {
   return parts.join('\n    UNION ALL ')
 }
 
+/**
+ * The calls a request corrects, as its statements name them. A request reads them once (stats-reads.ts
+ * readSuspects) and binds them as a list (`ids`, often empty: then no statement has a correcting
+ * branch); an `IN` of the marks' subquery is evaluated again by each use (20-40 ms at 100k calls, 2-4
+ * uses per statement). Past MAX_BOUND ids, a list would be a long URL over HTTP (parameters travel in
+ * it), so each statement names the subquery instead (`done` as suspectsSql's).
+ */
+export type Suspects = { ids: string[] } | { done: boolean }
+
+/** Past this many calls to correct, the statements evaluate the marks' subquery themselves (~45 bytes an id in the URL). */
+export const MAX_BOUND = 5_000
+
+/** The suspects as the right side of `id IN …`; null when there are none. */
+export function suspectsIn(l: Layout, p: string, s: Suspects, params: ChParams): string | null {
+  if ('ids' in s) return s.ids.length ? params.add(s.ids, 'Array(String)') : null
+  return `(${suspectsSql(l, p, s.done)})`
+}
+
 /** (hour, op_name, is_root, n) rows: the rollup's and the backfill's rows meeting `inHours`, and the suspects' corrections. */
-function contributionsSql(l: Layout, p: string, inHours: string): string {
-  const suspects = suspectsSql(l, p)
+function contributionsSql(l: Layout, p: string, inHours: string, suspects: string | null): string {
+  const counted = `SELECT hour, op_name, is_root, toInt64(n) AS n FROM ${table(l, 'stats_calls_hourly')} WHERE project_id = ${p} AND ${inHours}
+    UNION ALL SELECT hour, op_name, is_root, toInt64(n) FROM ${table(l, 'stats_calls_hourly_backfill')} FINAL WHERE project_id = ${p} AND ${inHours}`
+  if (suspects === null) return counted
   const merged = `SELECT max(started_at).2 AS started_at, max(op_name).2 AS op_name, max(parent_id).2 AS parent_id, max(deleted_at) AS deleted_at
-      FROM ${table(l, 'calls_merged')} WHERE project_id = ${p} AND id IN (${suspects}) GROUP BY id`
-  return `SELECT hour, op_name, is_root, toInt64(n) AS n FROM ${table(l, 'stats_calls_hourly')} WHERE project_id = ${p} AND ${inHours}
-    UNION ALL SELECT hour, op_name, is_root, toInt64(n) FROM ${table(l, 'stats_calls_hourly_backfill')} FINAL WHERE project_id = ${p} AND ${inHours}
+      FROM ${table(l, 'calls_merged')} WHERE project_id = ${p} AND id IN ${suspects} GROUP BY id`
+  return `${counted}
     UNION ALL SELECT ${HOUR_OF} AS hour, ifNull(op_name, '') AS op_name, parent_id IS NULL AS is_root, -toInt64(count()) AS n
-      FROM ${table(l, 'call_parts')} WHERE project_id = ${p} AND started_at IS NOT NULL AND id IN (${suspects})
+      FROM ${table(l, 'call_parts')} WHERE project_id = ${p} AND started_at IS NOT NULL AND id IN ${suspects}
       GROUP BY hour, op_name, is_root
     UNION ALL SELECT ${HOUR_OF} AS hour, ifNull(op_name, '') AS op_name, parent_id IS NULL AS is_root, toInt64(count()) AS n
       FROM (${merged}) WHERE started_at IS NOT NULL AND deleted_at IS NULL
@@ -84,17 +103,30 @@ function contributionsSql(l: Layout, p: string, inHours: string): string {
  * Counts per bucket (`bucket`, `n`) of the live, started calls in whole UTC hours `slots` ([hour,
  * bucket start], ms), matching the rollup conditions `dims` (rollupDims).
  */
-export function chRollupCountsSql(l: Layout, project: string, slots: [number, number][], dims: string[], params: ChParams): string {
+export function chRollupCountsSql(
+  l: Layout,
+  project: string,
+  slots: [number, number][],
+  dims: string[],
+  params: ChParams,
+  suspects: Suspects = { done: false },
+): string {
   const s = slotParams(project, slots, dims, params)
   return `SELECT ${s.bucketOf} AS bucket, sum(n) AS n
-    FROM (${contributionsSql(l, s.p, s.inHours)})
+    FROM (${contributionsSql(l, s.p, s.inHours, suspectsIn(l, s.p, suspects, params))})
     WHERE ${[s.inHours, ...dims].join(' AND ')}
     GROUP BY bucket`
 }
 
 /** The number (`n`) of live, started calls of a project matching the rollup conditions `dims`, over all time. */
-export function chRollupTotalSql(l: Layout, project: string, dims: string[], params: ChParams): string {
+export function chRollupTotalSql(
+  l: Layout,
+  project: string,
+  dims: string[],
+  params: ChParams,
+  suspects: Suspects = { done: false },
+): string {
   const p = params.add(project, 'String')
   const where = dims.length ? ` WHERE ${dims.join(' AND ')}` : ''
-  return `SELECT toInt64(coalesce(sum(n), 0)) AS n FROM (${contributionsSql(l, p, '1')})${where}`
+  return `SELECT toInt64(coalesce(sum(n), 0)) AS n FROM (${contributionsSql(l, p, '1', suspectsIn(l, p, suspects, params))})${where}`
 }

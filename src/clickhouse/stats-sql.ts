@@ -80,18 +80,18 @@ export function chCallGroupsSql(l: Layout, ctx: StatsContext, params: ChParams, 
  * wins whole (calls/model.ts `latest`), so of a call's call_usage rows only those with its highest
  * seq count. A tuple keeps each row's fields together (argMax skips NULLs of a Nullable argument).
  */
-export function chLatestUsageSql(l: Layout, p: string, idsSql: string): string {
+export function chLatestUsageSql(l: Layout, p: string, inIds: string): string {
   const tuple = `tuple(${USAGE_FIELDS.join(', ')})`
   const fields = USAGE_FIELDS.map((f, i) => `v.${i + 1} AS ${f}`).join(', ')
   return `SELECT id, model, ${fields} FROM (
       SELECT id, model, argMax(${tuple}, seq) AS v, max(seq) AS s, max(max(seq)) OVER (PARTITION BY id) AS top
-      FROM ${table(l, 'call_usage')} WHERE project_id = ${p} AND id IN (${idsSql})
+      FROM ${table(l, 'call_usage')} WHERE project_id = ${p} AND id IN ${inIds}
       GROUP BY id, model)
     WHERE s = top`
 }
 
 /** The price spans (catalog/prices.ts priceSpans) per model as arrays, joined to usage rows by model. */
-function spansSql(spans: readonly PriceSpan[], params: ChParams): string {
+export function spansSql(spans: readonly PriceSpan[], params: ChParams): string {
   const col = (f: (s: PriceSpan) => unknown, type: string) => params.add(spans.map(f), `Array(${type})`)
   const zip = [
     col((s) => s.llm_id, 'String'),
@@ -135,7 +135,7 @@ export function chUsageGroupsSql(
     .join(', ')
   const rows = `SELECT c.t AS t, toUInt8(0) AS z, u.model AS model, ${tokens}${costCols}
       FROM (${calls}) AS c
-      INNER JOIN (${chLatestUsageSql(l, p, inRange.ids)}) AS u ON u.id = c.id
+      INNER JOIN (${chLatestUsageSql(l, p, `(${inRange.ids})`)}) AS u ON u.id = c.id
       ${price}`
   const aggs = metrics.map((m) => `sum(r.${m}) AS ${m}_sum, count(r.${m}) AS ${m}_n, min(r.${m}) AS ${m}_min, max(r.${m}) AS ${m}_max`)
   const quantiles = pcts.map((c, i) => `quantileExactInclusive(${params.add(c.p! / 100, 'Float64')})(r.${c.metric}) AS p${i}`)

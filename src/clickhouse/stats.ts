@@ -7,7 +7,7 @@ import type { Executor, Row, Settings } from './executor.js'
 import { readSettings, type Layout } from './layout.js'
 import { ChParams } from './query/params.js'
 import { timeoutSettings, withTimeout } from './settings.js'
-import { fromRollup, scanCalls, scanUsage, type RollupSlots } from './stats-reads.js'
+import { fromRollup, readSuspects, rescanBuckets, scanCalls, scanUsage, type RollupSlots } from './stats-reads.js'
 import { chRollupTotalSql, rollupDims } from './stats-rollup-sql.js'
 import type { ClickHousePrices } from './costs.js'
 
@@ -40,17 +40,19 @@ const MAX_WINDOWS = 4_000
 export type RollupPlan = RollupSlots
 
 /**
- * The rollups answer call metrics (counts, errors, latency with its percentiles) and token metrics
- * (sums, counts, extremes) under no filter or one on op names and trace roots. Usage percentiles
- * need every value and costs the price at each start, so those are scanned, as on the embedded
- * engine (stats/plan.ts); so is a granularity under an hour. Null: scan the whole range.
+ * The rollups answer call metrics (counts, errors, latency with its percentiles), token metrics
+ * (sums, counts, extremes) and costs (the tokens of an hour times its price) under no filter or one
+ * on op names and trace roots. Usage percentiles need every value, and total_cost's extremes each
+ * call's two prices together, so those are scanned, as on the embedded engine (stats/plan.ts); so is
+ * a granularity under an hour. The hours are split at every price change (a cost's price is its
+ * hour's). Null: scan the whole range.
  */
 export function rollupPlan(ctx: StatsContext): RollupPlan | null {
-  if (ctx.usageCols.some((c) => c.p !== undefined || c.metric.endsWith('_cost'))) return null
+  if (ctx.usageCols.some((c) => c.p !== undefined || (c.metric === 'total_cost' && (c.agg === 'min' || c.agg === 'max')))) return null
   const params = new ChParams()
   const dims = rollupDims(ctx.filter, params)
   if (!dims) return null
-  const { hours, windows } = split(ctx.start, ctx.end, ctx.starts, [], { hours: true, minutes: false })
+  const { hours, windows } = split(ctx.start, ctx.end, ctx.starts, ctx.spans, { hours: true, minutes: false })
   if (!hours.length || windows.length > MAX_WINDOWS) return null
   return { hours, windows, dims, params }
 }
@@ -72,9 +74,10 @@ export class ClickHouseStats implements StatsEngine {
     const plan = rollupPlan(ctx)
     if (plan) {
       const acc = new Accumulator()
-      await fromRollup(this.reader, ctx, acc, plan)
-      // A corrected call held a reported extreme: what the rollup has left there is unknown (see stats-done-sql.ts).
-      if (!acc.dirty) return { result: assemble(ctx, acc), path: 'rollup' }
+      const dirty = await fromRollup(this.reader, ctx, acc, plan)
+      // Where a corrected call held a reported extreme, what the rollup has left is unknown: those buckets are scanned.
+      if (dirty.size) await rescanBuckets(this.reader, ctx, acc, dirty)
+      return { result: assemble(ctx, acc), path: 'rollup' }
     }
     const acc = new Accumulator()
     const tasks: Promise<void>[] = []
@@ -92,7 +95,8 @@ export class ClickHouseStats implements StatsEngine {
     const params = new ChParams()
     const dims = rollupDims(filter, params)
     if (!dims) return null
-    const [r] = await this.reader.rows(chRollupTotalSql(this.reader.opts, project, dims, params), params)
+    const suspects = await readSuspects(this.reader, project, false)
+    const [r] = await this.reader.rows(chRollupTotalSql(this.reader.opts, project, dims, params, suspects), params)
     return Number(r?.n ?? 0)
   }
 

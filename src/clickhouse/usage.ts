@@ -27,7 +27,7 @@ export class ClickHouseUsage implements UsageEngine {
     const l = this.reader.opts
     const k = `SELECT m.id AS id, m.parent_id AS parent_id, toUnixTimestamp64Milli(m.started_at) AS started_ms, m.ended_at IS NOT NULL AS ended
       FROM ${chMatching(l, project, opts, params, [], ['parent_id', 'ended_at'])} ORDER BY m.started_at, m.id LIMIT ${params.add(limit, 'UInt64')}`
-    const usage = chLatestUsageSql(l, params.add(project, 'String'), `SELECT id FROM (${k})`)
+    const usage = chLatestUsageSql(l, params.add(project, 'String'), `(SELECT id FROM (${k}))`)
     const rows = await this.reader.rows(
       `SELECT k.id AS id, k.parent_id AS parent_id, k.started_ms AS started_ms, k.ended AS ended, u.model AS model,
         ${USAGE_FIELDS.map((f) => `u.${f} AS u_${f}`).join(', ')}
