@@ -61,20 +61,25 @@ export class Catalog {
     return cat
   }
 
-  /** Applies, in order and each in its own transaction, the migrations this file has not seen. */
+  /**
+   * Applies, in order and in one transaction, the migrations this file has not seen: a start upgrades the catalog
+   * wholly or not at all. One commit rather than one per migration also spares a fresh catalog (every test server's)
+   * eight pairs of syncs to disk (DuckDB's log and the WAL guard's record).
+   */
   private async migrate(): Promise<void> {
     await this.conn.run(
       'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)',
     )
     const rows = await this.all<{ version: number }>('SELECT version FROM schema_migrations')
     const applied = new Set(rows.map((r) => Number(r.version)))
-    for (const m of MIGRATIONS) {
-      if (applied.has(m.version)) continue
-      await this.transaction(async (tx) => {
+    const pending = MIGRATIONS.filter((m) => !applied.has(m.version))
+    if (!pending.length) return
+    await this.transaction(async (tx) => {
+      for (const m of pending) {
         for (const stmt of m.statements) await tx.run(stmt)
         await tx.run('INSERT INTO schema_migrations VALUES ($1, $2, now())', [m.version, m.name])
-      })
-    }
+      }
+    })
   }
 
   async schemaVersion(): Promise<number> {
