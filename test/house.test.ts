@@ -148,22 +148,20 @@ t.test(`no file over ${MAX_FILE_LINES} lines, no function over ${MAX_FUNCTION_LI
   for (const f of findings.filter((x) => x.excused)) t.comment(`excused: ${f.file}:${f.line} ${f.name} (${f.lines} lines): ${f.excused}`)
 })
 
-t.test('the tree is formatted (prettier --check)', async (t) => {
-  let out = ''
+/** What a tool printed when it failed ('' when it passed). */
+function failure(name: string, args: string[]): string {
   try {
-    execFileSync(bin('prettier'), ['--check', '.'], { cwd: ROOT, stdio: 'pipe' })
+    execFileSync(bin(name), args, { cwd: ROOT, stdio: 'pipe' })
+    return ''
   } catch (e) {
-    out = String((e as { stdout?: Buffer }).stdout ?? e)
+    return String((e as { stdout?: Buffer }).stdout ?? e)
   }
-  t.equal(out, '', 'prettier --check . passes')
+}
+
+t.test('the tree is formatted (prettier --check)', async (t) => {
+  t.equal(failure('prettier', ['--check', '.']), '', 'prettier --check . passes')
 })
 
 t.test('the tests type-check (tsc -p tsconfig.test.json)', async (t) => {
-  let out = ''
-  try {
-    execFileSync(bin('tsc'), ['-p', 'tsconfig.test.json'], { cwd: ROOT, stdio: 'pipe' })
-  } catch (e) {
-    out = String((e as { stdout?: Buffer }).stdout ?? e)
-  }
-  t.equal(out, '', 'no type error in src, workers or test')
+  t.equal(failure('tsc', ['-p', 'tsconfig.test.json']), '', 'no type error in src, workers or test')
 })
