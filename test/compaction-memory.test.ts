@@ -8,7 +8,7 @@ import { tempDir } from './helpers/server.js'
 // Compaction under a small memory budget (issue 18). A 30-minute soak at 4 GiB stopped compacting after its
 // sixth minute: each compaction folded every part in one id range and ran out of memory, the failure went to
 // a log line only, and the segments piled up (2 -> 41). Here 12,000 calls of ~2.7 KB (about 33 MB of
-// JSON) are compacted by a store whose DuckDB may hold 96 MiB: the fold must finish, in ranges of similar
+// JSON) are compacted by a store whose DuckDB may hold 120 MiB (a 160 MiB budget): the fold must finish, in ranges of similar
 // size, keep every call whole, and say in the store's statistics that nothing failed. The first test
 // makes an attempt fail out of memory (failpoint) and checks that the fold runs again in smaller ranges
 // and leaves no file behind.
@@ -101,7 +101,7 @@ t.test('a compaction larger than its memory share runs in ranges and finishes', 
     flushBytes: 1e12,
     flushIntervalMs: 0,
     maxSegments: 1000,
-    memoryLimit: 128 * MiB,
+    memoryLimit: 160 * MiB,
   })
   t.teardown(() => store.close())
   const sent = await fill(store, 4, 3000)
