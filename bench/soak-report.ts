@@ -84,6 +84,13 @@ export function targets(routes: Record<string, RouteSummary>, samples: Sample[],
     zero_unintended_errors: { unintended_errors: unintended, met: unintended === 0 },
     rss_flat: { slope_mib_per_min: rssSlope, limit: RSS_SLOPE_MIB_PER_MIN, samples: after.length, met: rssSlope <= RSS_SLOPE_MIB_PER_MIN },
     fds_flat: { slope_per_min: fdSlope, limit: FDS_SLOPE_PER_MIN, samples: after.length, met: fdSlope <= FDS_SLOPE_PER_MIN },
+    // A compaction that fails leaves the segments piling up (the 4 GiB soak of 2026-11-25 05:21: 2 -> 41) and reads slowing.
+    compactions_succeed: {
+      failures: samples.at(-1)?.compaction_failures ?? null,
+      resplits: samples.at(-1)?.compaction_resplits ?? null,
+      max_segments: Math.max(0, ...after.map((s) => s.segments)),
+      met: (samples.at(-1)?.compaction_failures ?? 0) === 0,
+    },
     read_p99_under_250ms: {
       worst_read_p99_ms: worstRead,
       per_route: Object.fromEntries(READS.map((r) => [r, routes[r]?.p99_ms ?? null])),
