@@ -119,3 +119,70 @@ t.test('a compaction larger than its memory share runs in ranges and finishes', 
   )
   await checkCalls(t, store, sent)
 })
+
+t.test('time-ordered ids: a compaction folds the flushed segments and the compacted ranges they meet, no others', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const store = await CallStore.open(dir, { flushRows: 1e9, flushBytes: 1e12, flushIntervalMs: 0, maxSegments: 1000, compactParts: 1000 })
+  t.teardown(() => store.close())
+  let next = 0
+  const hexId = (n: number) => n.toString(16).padStart(16, '0')
+  const at = (n: number) => new Date(Date.UTC(2026, 0, 1) + n * 1000).toISOString()
+  /** A flushed segment of n calls with ids after every earlier one (as UUIDv7 ids are). */
+  const segment = async (n: number) => {
+    const parts: CallPart[] = []
+    for (let i = 0; i < n; i++, next++)
+      parts.push(
+        startPart(
+          {
+            project_id: P,
+            id: hexId(next),
+            trace_id: hexId(next) + hexId(next),
+            op_name: 'op',
+            started_at: at(next),
+            attributes: {},
+            inputs: { n: next },
+          },
+          'user',
+        ),
+        endPart({ project_id: P, id: hexId(next), ended_at: at(next + 1), output: { n: next }, summary: {} }),
+      )
+    await store.ingest(parts)
+    await store.flush()
+  }
+  await segment(1500)
+  await segment(1500)
+  await store.compact()
+  const first = store.segments.map((x) => x.file)
+  t.ok(first.length >= 2 && store.segments.every((x) => x.level), `first fold: ${first.length} compacted segments`)
+  await segment(1500)
+  await segment(1500)
+  await store.compact()
+  const second = store.segments.map((x) => x.file)
+  t.ok(
+    first.every((f) => second.includes(f)),
+    `new ids past every compacted span: the first fold's ${first.length} segments kept, ${second.length - first.length} made`,
+  )
+  // A late end for the oldest call: its id lies in the oldest range, which alone must be folded again.
+  await store.ingest([endPart({ project_id: P, id: hexId(0), ended_at: at(99_999), output: { late: true }, summary: {} })])
+  await store.flush()
+  await store.compact()
+  const third = store.segments.map((x) => x.file)
+  t.notOk(third.includes(first[0]!), 'the oldest range is folded again once a late part meets it')
+  t.same(
+    second.filter((f) => !third.includes(f)),
+    [first[0]],
+    'every other compacted segment kept',
+  )
+  t.equal(await store.count(P, {}), next, 'every call once')
+  const [oldest] = await store.query(P, { filter: { call_ids: [hexId(0)] } })
+  t.same(oldest?.output, { late: true }, 'the late part wins')
+  t.equal(Date.parse(String(oldest?.ended_at)), Date.parse(at(99_999)), 'with its end time')
+  const sample = [1, 1499, 1500, 3001, next - 1].map(hexId)
+  const got = await store.query(P, { filter: { call_ids: sample }, sort_by: [{ field: 'id', direction: 'asc' }] })
+  t.same(
+    got.map((c) => (c.inputs as { n: number }).n),
+    [1, 1499, 1500, 3001, next - 1],
+    'calls of kept and folded ranges read back',
+  )
+})

@@ -17,12 +17,38 @@ export function overSegmentLimit(segments: readonly Segment[], maxSegments: numb
   return segments.filter((x) => !x.level).length > maxSegments
 }
 
+/** A segment's lowest and highest call id (its Parquet footer's statistics); null for an empty file. */
+export type IdSpan = [string, string] | null
+
 /**
- * The merge selector: which segments a compaction folds together, or null for none. Every segment,
- * as long as one was flushed since the last compaction (otherwise they are already one row per call).
+ * The merge selector: which segments a compaction folds together, or null for none. The flushed segments
+ * (since the last compaction) and every compacted segment whose id span meets one of theirs: a call's
+ * parts can only be in segments whose spans hold its id, so a compacted segment outside every flushed
+ * span has none of their calls and stays as it is. With time-ordered ids (UUIDv7, as the SDKs make them)
+ * new calls fall past the compacted spans, and a compaction rewrites the newest range or two instead of
+ * the whole store (it rewrote everything, every 8 flushes, so its cost grew with the store). Random ids
+ * span everything: every segment, as before.
  */
-export function selectMerge(segments: readonly Segment[]): readonly Segment[] | null {
-  return segments.some((x) => !x.level) ? segments : null
+export function selectMerge(segments: readonly Segment[], spans: ReadonlyMap<string, IdSpan>): readonly Segment[] | null {
+  const flushed = segments.filter((x) => !x.level)
+  if (flushed.length === 0) return null
+  const meets = (a: IdSpan, b: IdSpan) => a === null || b === null || (a[0] <= b[1] && b[0] <= a[1])
+  const flushedSpans = flushed.map((x) => spans.get(x.file) ?? null)
+  return segments.filter((x) => !x.level || flushedSpans.some((f) => meets(f, spans.get(x.file) ?? null)))
+}
+
+/** Each segment's id span, from the footers (no data is read). */
+async function idSpans(maint: DuckDBConnection, dir: string, segments: readonly Segment[]): Promise<Map<string, IdSpan>> {
+  const out = new Map<string, IdSpan>(segments.map((x) => [x.file, null]))
+  if (segments.length === 0) return out
+  const rows = (
+    await maint.runAndReadAll(
+      `SELECT file_name AS f, min(stats_min) AS lo, max(stats_max) AS hi FROM parquet_metadata([${segmentFiles(dir, segments).join(', ')}])
+        WHERE path_in_schema = 'id' GROUP BY file_name`,
+    )
+  ).getRowObjectsJS()
+  for (const r of rows) if (r.lo !== null && r.hi !== null) out.set(path.basename(String(r.f)), [String(r.lo), String(r.hi)])
+  return out
 }
 
 /**
@@ -35,8 +61,10 @@ export function selectMerge(segments: readonly Segment[]): readonly Segment[] | 
  * False when there was nothing to compact.
  */
 export async function compactSegments(s: StorageState): Promise<boolean> {
-  const old = selectMerge(s.manifest.segments)
   if (s.closed) return false
+  const old = s.manifest.segments.some((x) => !x.level)
+    ? selectMerge(s.manifest.segments, await idSpans(s.maint, s.dir, s.manifest.segments))
+    : null
   // Nothing to fold: the derived page index may still need writing (a store from before it, a lost file).
   if (!old) {
     await ensurePageIndex(s)
@@ -47,7 +75,8 @@ export async function compactSegments(s: StorageState): Promise<boolean> {
   // The flushed segments' highest seq must survive in the manifest (a restart numbers new parts after it).
   if (made.length) made[made.length - 1]!.max_seq = Math.max(made[made.length - 1]!.max_seq, ...old.map((x) => x.max_seq))
   hit('compact.before-manifest')
-  s.manifest = { ...s.manifest, segments: made }
+  const kept = s.manifest.segments.filter((x) => !old.includes(x))
+  s.manifest = { ...s.manifest, segments: [...kept, ...made] }
   await writeManifest(s.dir, s.manifest)
   hit('compact.after-manifest')
   await refreshView(s.maint, s.dir, s.manifest.segments)
