@@ -81,7 +81,7 @@ async function jsonl(r: Response): Promise<any[]> {
     .map((l) => JSON.parse(l))
 }
 
-t.test('a 256 MiB budget: the store spills past its share, pages stay right, RSS stays bounded', async (t) => {
+t.test('a 256 MiB budget: the store keeps within its share, pages stay right, RSS stays bounded', async (t) => {
   // Flushes only by size (the tail's 256 MB default): the parts stay in the in-memory tail, the case that grew unbounded.
   const s = await startServer({
     args: ['--memory-limit', '256MiB'],
@@ -129,7 +129,10 @@ t.test('a 256 MiB budget: the store spills past its share, pages stay right, RSS
 
   const after = await stats(s)
   const calls = after.memory.duckdb.calls
-  t.ok(calls.spilled_bytes > 0, `the store spilled past its share (${(calls.spilled_bytes / MiB).toFixed(0)} MiB on disk)`)
+  // Whether it has to spill depends on the plans: since compaction ranges are bounded by bytes and segments are written
+  // in 8,192-part row groups (issue 18), this load no longer needed to (0 MiB in CI, against some before). The limit
+  // holds either way, and that is what is checked.
+  t.comment(`the store spilled ${(calls.spilled_bytes / MiB).toFixed(0)} MiB to disk`)
   t.ok(calls.in_use_bytes <= BUDGET * 0.75, `DuckDB holds ${(calls.in_use_bytes / MiB).toFixed(0)} MiB, within its limit`)
   // DuckDB keeps to its 256 MiB; the rest of the process (V8's heap, the ingest worker, DuckDB's allocations outside
   // its buffer manager such as query state and Parquet footers) is given as much again. Without the limit the tail
