@@ -130,8 +130,8 @@ t.test('a 256 MiB budget: the store keeps within its share, pages stay right, RS
   const after = await stats(s)
   const calls = after.memory.duckdb.calls
   // Whether it has to spill depends on the plans: since compaction ranges are bounded by bytes and segments are written
-  // in 8,192-part row groups (issue 18), this load no longer needed to (0 MiB in CI, against some before). The limit
-  // holds either way, and that is what is checked.
+  // in 8,192-part row groups (issue 18), this load may not need to (0 MiB in one fresh-clone run, 12 MiB in another).
+  // The limit holds either way, and that is what is checked.
   t.comment(`the store spilled ${(calls.spilled_bytes / MiB).toFixed(0)} MiB to disk`)
   t.ok(calls.in_use_bytes <= BUDGET * 0.75, `DuckDB holds ${(calls.in_use_bytes / MiB).toFixed(0)} MiB, within its limit`)
   // DuckDB keeps to its 256 MiB; the rest of the process (V8's heap, the ingest worker, DuckDB's allocations outside

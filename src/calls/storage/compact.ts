@@ -41,9 +41,10 @@ export function selectMerge(segments: readonly Segment[], spans: ReadonlyMap<str
 async function idSpans(maint: DuckDBConnection, dir: string, segments: readonly Segment[]): Promise<Map<string, IdSpan>> {
   const out = new Map<string, IdSpan>(segments.map((x) => [x.file, null]))
   if (segments.length === 0) return out
+  const files = segmentFiles(dir, segments).join(', ')
   const rows = (
     await maint.runAndReadAll(
-      `SELECT file_name AS f, min(stats_min) AS lo, max(stats_max) AS hi FROM parquet_metadata([${segmentFiles(dir, segments).join(', ')}])
+      `SELECT file_name AS f, min(stats_min) AS lo, max(stats_max) AS hi FROM parquet_metadata([${files}])
         WHERE path_in_schema = 'id' GROUP BY file_name`,
     )
   ).getRowObjectsJS()
