@@ -25,7 +25,7 @@ const batches = (flags.batches ?? '100,1000').split(',').map(Number)
 const serverCpus = flags['server-cpus'] ?? Array.from({ length: os.cpus().length }, (_, i) => i).join(',')
 const loadCpu = os.cpus().length - 1
 const KEY = 'bench-key'
-const MAIN = path.join(ROOT_DIR, 'dist', 'src', 'main.js')
+const MAIN = path.join(ROOT_DIR, 'dist', 'src', 'weft.cjs')
 
 /**
  * One timed load: `weft bench trace` (fresh ids in every batch, start and end items as the SDKs send them, ~1 KB of

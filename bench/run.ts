@@ -147,7 +147,7 @@ async function main(): Promise<void> {
   const useWrk = hasWrk()
   if (!useWrk) process.stderr.write('wrk not found (apt-get install wrk); using autocannon, which saturates earlier\n')
   const targets = [
-    await startTarget('weft', path.join(ROOT_DIR, 'dist', 'src', 'main.js')),
+    await startTarget('weft', path.join(ROOT_DIR, 'dist', 'src', 'weft.cjs')),
     await startTarget('node_http', path.join(ROOT_DIR, 'dist', 'bench', 'peers', 'node-http.js')),
   ]
   const results: Record<string, unknown> = {}

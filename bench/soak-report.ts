@@ -23,6 +23,7 @@ export interface Sample {
   tail_oom_retries?: number
   compaction_failures?: number
   compaction_resplits?: number
+  calls_timings_ms?: Record<string, { count: number; total_ms: number; max_ms: number }> | null
   duckdb_calls_tags_mib?: Record<string, number>
 }
 

@@ -71,6 +71,8 @@ async function sample(url: string, headers: Record<string, string>, pid: number,
     // Compactions that failed (segments pile up and reads slow) or ran again in smaller ranges: both 0 when the budget holds.
     compaction_failures: st.calls?.compaction_failures ?? 0,
     compaction_resplits: st.calls?.compaction_resplits ?? 0,
+    // Since the last sample: reads' waits for the tail and their queries, tail inserts and rebuilds (count, total, max ms).
+    calls_timings_ms: st.calls?.timings_ms ?? null,
     // What holds the store's DuckDB memory (IN_MEMORY_TABLE, OVERFLOW_STRINGS, HASH_TABLE, EXTERNAL_FILE_CACHE, …).
     duckdb_calls_tags_mib: Object.fromEntries(
       Object.entries((st.memory.duckdb?.calls?.by_tag ?? {}) as Record<string, { in_use_bytes: number }>).map(([k, v]) => [

@@ -51,7 +51,7 @@ export async function startWeft(opts: {
   const cpus = opts.cpus ?? Array.from({ length: os.cpus().length }, (_, i) => i).join(',')
   const port = await freePort()
   const nodeArgs = (process.env.WEFT_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)
-  const main = path.join(opts.root, 'dist', 'src', 'main.js')
+  const main = path.join(opts.root, 'dist', 'src', 'weft.cjs')
   const proc = spawn(
     'taskset',
     ['-c', cpus, process.execPath, ...nodeArgs, main, 'serve', '--port', String(port), '--data-dir', opts.dataDir, ...(opts.args ?? [])],

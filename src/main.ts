@@ -81,6 +81,11 @@ async function serve(flags: Record<string, string>): Promise<void> {
   // The model workers start first and load TF.js and their weights on their own threads while this one loads the
   // server's modules (models.ts); startServer waits for them before it listens, and closes them if it fails.
   progress.useLogger(log)
+  // Started as `node dist/src/main.js` rather than through weft.cjs: libuv's pool kept its 4 threads (see weft.cts).
+  if (!process.env.UV_THREADPOOL_SIZE)
+    log.warn(
+      'libuv thread pool at its default of 4: reads may wait behind long statements; start with dist/src/weft.cjs or set UV_THREADPOOL_SIZE',
+    )
   const models = (await import('./models.js')).startModels(config, log)
   models.catch(() => {})
   const { startServer } = await import('./server.js')

@@ -199,10 +199,20 @@ t.test('a tail insert out of memory is retried, batch by batch: nothing is refus
   const got = (await (await post(s, '/calls/query', { project_id: P, columns: ['id'] })).json()) as { calls: { id: string }[] }
   t.same(got.calls.map((c) => c.id).sort(), [...ids].sort(), 'every acknowledged call is readable')
   const stats = (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as {
-    calls: { tail_failure: string | null; tail_oom_retries: number }
+    calls: { tail_failure: string | null; tail_oom_retries: number; timings_ms: Record<string, { count: number; max_ms: number }> }
   }
   t.equal(stats.calls.tail_failure, null, 'the store did not stop')
   t.equal(stats.calls.tail_oom_retries, 2, 'two retries after the group and the first single attempt failed')
+  // Where reads' time goes (/admin/stats calls.timings_ms): the query above, and the inserts it may have waited for.
+  const timed = stats.calls.timings_ms
+  t.ok(timed.read_queries!.count >= 1 && timed.tail_inserts!.count >= 3, 'the read and the tail inserts (failed ones too) are timed')
+  await fetch(s.url + '/admin/stats?reset=true', { headers: s.basic() })
+  const after = (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as typeof stats
+  t.same(
+    Object.values(after.calls.timings_ms).map((d) => d.count),
+    [0, 0, 0, 0],
+    'a reset restarts every sum',
+  )
   t.equal(
     (
       await post(s, '/call/start', {

@@ -85,7 +85,10 @@ function processStats(d: AdminDeps, eld: IntervalHistogram) {
       tasks: { running: progress.tasks(), finished: progress.finishedTasks() },
       warming: progress.warming().map((t) => t.name),
     }
-    if (ctx.query.reset) eld.reset()
+    if (ctx.query.reset) {
+      eld.reset()
+      calls?.resetTimings()
+    }
     return { body }
   }
 }
@@ -130,7 +133,7 @@ export function adminRoutes(d: AdminDeps): RouteDef[] {
       ...admin,
       method: 'GET',
       path: '/admin/stats',
-      summary: 'Event-loop delay, memory and calls-store state (`?reset=true` restarts the delay histogram)',
+      summary: "Event-loop delay, memory and calls-store state (`?reset=true` restarts the delay histogram and the calls store's timings)",
       query: AdminStatsQuerySchema,
       handler: processStats(d, eld),
     }),

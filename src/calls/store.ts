@@ -61,7 +61,21 @@ export class CallStore implements CallSource {
   }
 
   stats() {
-    return { ...this.storage.stats(), readers: this.readerStats }
+    const t = this.storage.tail.timings
+    // Where a read's time goes: waiting for acknowledged batches to reach the tail, then the query itself;
+    // and what the reads wait on (tail inserts, the tail's rebuild after a flush). Summed since the last reset.
+    const timings = {
+      read_visibility_waits: t.readWaits.json(),
+      read_queries: this.reader.queries.json(),
+      tail_inserts: t.inserts.json(),
+      tail_rebuilds: t.rebuilds.json(),
+    }
+    return { ...this.storage.stats(), readers: this.readerStats, timings_ms: timings }
+  }
+
+  /** Restarts the sums in stats().timings_ms (GET /admin/stats?reset=true). */
+  resetTimings(): void {
+    for (const d of [...Object.values(this.storage.tail.timings), this.reader.queries]) d.reset()
   }
 
   get segments(): readonly Segment[] {

@@ -13,7 +13,7 @@ export const ROOT = (() => {
     if (path.dirname(dir) === dir) throw new Error('no package.json above ' + fileURLToPath(import.meta.url))
   }
 })()
-export const MAIN = path.join(ROOT, 'dist', 'src', 'main.js')
+export const MAIN = path.join(ROOT, 'dist', 'src', 'weft.cjs')
 /** Where chdb is looked for, as the server does (src/storage.ts): weft's own install, then the bench peers'. */
 export const CHDB_FROM = [path.join(ROOT, 'package.json'), path.join(ROOT, 'bench', 'peer-deps', 'package.json')]
 
@@ -85,6 +85,8 @@ export async function startServer(
   // start that tests the pool's parallelism sets WEFT_INGEST_WORKERS itself.
   const env: Record<string, string> = {
     WEFT_INGEST_WORKERS: '1',
+    // As weft.cjs does (src/weft.cts); tap's NODE_OPTIONS preloads a module, which starts libuv's pool before it could.
+    UV_THREADPOOL_SIZE: '64',
     ...process.env,
     WEFT_LOG_LEVEL: 'warn',
     WEFT_GEO_PRELOAD: 'false',

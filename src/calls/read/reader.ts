@@ -1,4 +1,5 @@
 import type { DuckDBConnection, DuckDBDataChunk, DuckDBType } from '@duckdb/node-api'
+import { Durations } from '../../core/durations.js'
 import { DomainError } from '../../core/errors.js'
 import type { Params } from '../../query/expr.js'
 
@@ -9,6 +10,9 @@ type Row = Record<string, unknown>
  * connection), after every acknowledged write is visible, with the store's query timeout.
  */
 export class Reader {
+  /** From a read's connection to its first rows (or all of them), after any wait for visibility. */
+  readonly queries = new Durations()
+
   constructor(
     private readonly connect: () => Promise<DuckDBConnection>,
     private readonly visible: () => Promise<void>,
@@ -25,7 +29,7 @@ export class Reader {
   async readAll(sql: string, params: Params): Promise<Row[]> {
     const { conn, guarded } = await this.readConn()
     try {
-      const reader = await guarded(() => conn.runAndReadAll(sql, params.values))
+      const reader = await this.queries.time(guarded(() => conn.runAndReadAll(sql, params.values)))
       return objects(reader.columnNames(), reader.getRowsJS())
     } finally {
       conn.closeSync()
@@ -39,10 +43,12 @@ export class Reader {
   async stream<T>(sql: string, params: Params, shape: (r: Row) => T): Promise<AsyncGenerator<T[]>> {
     const { conn, guarded } = await this.readConn()
     try {
+      const t0 = performance.now()
       const result = await guarded(() => conn.stream(sql, params.values))
       const names = result.columnNames()
       const chunks = result.yieldRowsJs()
       const first = await guarded(() => chunks.next())
+      this.queries.add(performance.now() - t0)
       return (async function* () {
         try {
           for (let next = first; !next.done; next = await guarded(() => chunks.next())) yield objects(names, next.value).map(shape)
@@ -60,8 +66,10 @@ export class Reader {
   async streamChunks(sql: string, params: Params): Promise<ChunkStream> {
     const { conn, guarded } = await this.readConn()
     try {
+      const t0 = performance.now()
       const result = await guarded(() => conn.stream(sql, params.values))
       const first = await guarded(() => result.fetchChunk())
+      this.queries.add(performance.now() - t0)
       const chunks = pull(
         first,
         () => guarded(() => result.fetchChunk()),

@@ -1,5 +1,6 @@
 import { blobValue, listValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api'
 import { DomainError, outOfMemory } from '../../core/errors.js'
+import { Durations } from '../../core/durations.js'
 import { failpointCount } from '../../core/failpoints.js'
 import { PARTS_JSON_TYPE, PART_COLUMNS } from '../model.js'
 
@@ -83,6 +84,8 @@ export class Tail {
   private movedTotal = 0
   private stagedBytes = 0
   private visibleWaiters: { target: number; resolve: () => void }[] = []
+  /** Reads waiting for acknowledged batches to reach the table; inserts into it; its rebuilds after a flush (see drop). */
+  readonly timings = { readWaits: new Durations(), inserts: new Durations(), rebuilds: new Durations() }
   /** Parts acknowledged per log generation, for the tail's size after a flush. */
   private readonly partsByGen = new Map<number, { parts: number; bytes: number }>()
 
@@ -146,7 +149,7 @@ export class Tail {
   async visible(): Promise<void> {
     const target = this.stagedTotal
     if (this.movedTotal >= target) return
-    await new Promise<void>((resolve) => this.visibleWaiters.push({ target, resolve }))
+    await this.timings.readWaits.time(new Promise<void>((resolve) => this.visibleWaiters.push({ target, resolve })))
   }
 
   failedError(): DomainError {
@@ -230,7 +233,7 @@ export class Tail {
 
   /** One group of batches into the tail table (see moveNow), never beside a rebuild of the table (see drop). */
   private move(group: Staged[]): Promise<number> {
-    return this.serial(() => this.moveNow(group))
+    return this.serial(() => this.timings.inserts.time(this.moveNow(group)))
   }
 
   /** Runs fn after whatever the writer connection is doing for the tail (an insert or a rebuild) is done. */
@@ -249,25 +252,27 @@ export class Tail {
    * reader finishes. Readers see one table or the other, whole.
    */
   drop(gens: number[]): Promise<void> {
-    return this.serial(async () => {
-      await this.writer.run('BEGIN TRANSACTION')
-      try {
-        await this.writer.run(`CREATE TABLE call_parts_next (${TAIL_COLUMNS})`)
-        await this.writer.run('INSERT INTO call_parts_next SELECT * FROM call_parts WHERE NOT list_contains($1::INTEGER[], wal_gen)', [
-          listValue(gens),
-        ])
-        await this.writer.run('DROP TABLE call_parts')
-        await this.writer.run('ALTER TABLE call_parts_next RENAME TO call_parts')
-        await this.writer.run('COMMIT')
-      } catch (e) {
-        await this.writer.run('ROLLBACK').catch(() => {})
-        throw e
-      }
-      // The insert was prepared against the old table.
-      this.insertStmts?.move.destroySync()
-      this.insertStmts?.stage.destroySync()
-      this.insertStmts = undefined
-    })
+    return this.serial(() => this.timings.rebuilds.time(this.rebuild(gens)))
+  }
+
+  private async rebuild(gens: number[]): Promise<void> {
+    await this.writer.run('BEGIN TRANSACTION')
+    try {
+      await this.writer.run(`CREATE TABLE call_parts_next (${TAIL_COLUMNS})`)
+      await this.writer.run('INSERT INTO call_parts_next SELECT * FROM call_parts WHERE NOT list_contains($1::INTEGER[], wal_gen)', [
+        listValue(gens),
+      ])
+      await this.writer.run('DROP TABLE call_parts')
+      await this.writer.run('ALTER TABLE call_parts_next RENAME TO call_parts')
+      await this.writer.run('COMMIT')
+    } catch (e) {
+      await this.writer.run('ROLLBACK').catch(() => {})
+      throw e
+    }
+    // The insert was prepared against the old table.
+    this.insertStmts?.move.destroySync()
+    this.insertStmts?.stage.destroySync()
+    this.insertStmts = undefined
   }
 
   /** One group of batches into the tail table, by way of the stage table; the number of parts it added. */
