@@ -4,11 +4,12 @@
  * ways bench/tables.ts does: `update` (create the first chunk, append the rest, one request at a time) and
  * `digests` (every chunk its own table, four requests at a time, then `/table/create_from_digests`). Each table
  * digest is checked against the one computed from the generated rows. Prints MB/s (row JSON bytes over wall time)
- * per run and min / median / max, with the load average before and after.
+ * per run and min / median / max, with the load average before and after, and the server's CPU per MB (all its
+ * threads, and its main thread alone); writes every run to bench/results/tables-ingest-<stamp>.json.
  *
  *   npm run build && node dist/bench/tables-ingest.js [--rows 10000,100000] [--runs 2] [--upload update,digests] [--roots /a,/b]
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { parseFlags } from '../src/core/config.js'
@@ -33,11 +34,14 @@ const load = () =>
 const roots = flags.roots ? flags.roots.split(',') : [ROOT_DIR]
 
 /** CPU seconds the server process has used, all its threads (DuckDB's and the workers' included). */
-function cpuSeconds(pid: number | null): number {
+function cpuSeconds(pid: number | null, file = 'stat'): number {
   if (pid === null) return NaN
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  const fields = readFileSync(`/proc/${pid}/${file}`, 'utf8').split(') ')[1]!.split(' ')
   return (Number(fields[11]) + Number(fields[12])) / 100
 }
+
+/** CPU seconds of the server's main thread alone (its event loop: what one request at a time cannot spread). */
+const mainCpuSeconds = (pid: number | null) => cpuSeconds(pid, `task/${pid}/stat`)
 
 const uploaderOf = (weft: WeftClient): Uploader => ({
   create: (json) => weft.create(json),
@@ -54,12 +58,16 @@ async function side(root: string) {
     uploader: uploaderOf(new WeftClient(server.url, KEY)),
     rates: [] as number[],
     cpuPerMb: [] as number[],
+    mainPerMb: [] as number[],
     async stop() {
       await server.stop()
       rmSync(dataDir, { recursive: true, force: true })
     },
   }
 }
+
+/** Every run, for bench/results. */
+const records: Record<string, unknown>[] = []
 
 let nonce = 1
 for (const n of sizes) {
@@ -72,16 +80,31 @@ for (const n of sizes) {
           const d = makeDataset(n, 1024, nonce++)
           const before = load()
           const cpu0 = cpuSeconds(x.pid)
+          const main0 = mainCpuSeconds(x.pid)
           const t0 = performance.now()
           const digest = await uploadDataset(x.uploader, d, mode)
           const s = (performance.now() - t0) / 1000
           if (digest !== tableDigestOf(d.digests)) throw new Error(`table digest differs from the generated rows' (${digest})`)
           const cpu = cpuSeconds(x.pid) - cpu0
+          const main = mainCpuSeconds(x.pid) - main0
           x.rates.push(d.bytes / 1e6 / s)
           x.cpuPerMb.push((cpu * 1000) / (d.bytes / 1e6))
+          x.mainPerMb.push((main * 1000) / (d.bytes / 1e6))
+          records.push({
+            root: x.root,
+            rows: n,
+            mode,
+            run: r + 1,
+            mb: d.bytes / 1e6,
+            s,
+            cpu_s: cpu,
+            main_cpu_s: main,
+            load_before: before,
+            load_after: load(),
+          })
           const mbs = (d.bytes / 1e6 / s).toFixed(1)
           console.log(
-            `${x.root} ${n} rows ${mode} run ${r + 1}: ${(d.bytes / 1e6).toFixed(1)} MB in ${s.toFixed(2)} s = ${mbs} MB/s, server CPU ${cpu.toFixed(1)} s (load ${before} → ${load()})`,
+            `${x.root} ${n} rows ${mode} run ${r + 1}: ${(d.bytes / 1e6).toFixed(1)} MB in ${s.toFixed(2)} s = ${mbs} MB/s, server CPU ${cpu.toFixed(1)} s (main thread ${main.toFixed(1)} s) (load ${before} → ${load()})`,
           )
         }
       }
@@ -89,9 +112,19 @@ for (const n of sizes) {
       await Promise.all(sides.map((x) => x.stop()))
     }
     for (const x of sides) {
-      const [sp, c] = [spread(x.rates), spread(x.cpuPerMb)]
+      const [sp, c, m] = [spread(x.rates), spread(x.cpuPerMb), spread(x.mainPerMb)]
       const f = (v: Spread) => `${v.min.toFixed(1)} / ${v.median.toFixed(1)} / ${v.max.toFixed(1)}`
-      console.log(`${x.root} ${n} rows ${mode}: MB/s min / median / max ${f(sp)}; server CPU ms per MB ${f(c)}`)
+      console.log(`${x.root} ${n} rows ${mode}: MB/s min / median / max ${f(sp)}; server CPU ms per MB ${f(c)}, main thread ${f(m)}`)
     }
   }
 }
+
+const outDir = path.join(ROOT_DIR, 'bench', 'results')
+mkdirSync(outDir, { recursive: true })
+const out = path.join(outDir, `tables-ingest-${new Date().toISOString().replace(/[:.]/g, '-')}.json`)
+const machine = { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version }
+writeFileSync(
+  out,
+  JSON.stringify({ bench: 'tables-ingest', date: new Date().toISOString(), machine, roots, runs: records }, null, 2) + '\n',
+)
+console.log(`wrote ${out}`)

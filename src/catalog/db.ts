@@ -147,13 +147,25 @@ export interface Tx {
    * DuckDB's appender: no SQL text to parse, several times faster than an INSERT of the same rows. It runs in
    * this transaction, so a failure later in it stores none of them.
    */
-  append(table: string, types: DuckDBType[], columns: DuckDBValue[][]): Promise<void>
+  append(table: string, types: DuckDBType[], columns: AppendColumn[]): Promise<void>
 }
+
+/**
+ * A column written into each data chunk by the caller (append-columns.ts) rather than value by value: the values
+ * of `setColumnValues` are converted one by one on the event loop. `fill` writes rows [at, at + size) of the
+ * column into column `column` of `chunk`, whose rows start at 0.
+ */
+export interface ColumnFill {
+  readonly length: number
+  fill(chunk: DuckDBDataChunk, column: number, at: number, size: number): void
+}
+
+export type AppendColumn = readonly DuckDBValue[] | ColumnFill
 
 /** DuckDB's vector size: a data chunk holds at most this many rows. */
 const CHUNK_CAPACITY = 2048
 
-async function append(conn: DuckDBConnection, table: string, types: DuckDBType[], columns: DuckDBValue[][]): Promise<void> {
+async function append(conn: DuckDBConnection, table: string, types: DuckDBType[], columns: AppendColumn[]): Promise<void> {
   const n = columns[0]?.length ?? 0
   if (n === 0) return
   const appender = await conn.createAppender(table)
@@ -161,7 +173,7 @@ async function append(conn: DuckDBConnection, table: string, types: DuckDBType[]
     for (let at = 0; at < n; at += CHUNK_CAPACITY) {
       const size = Math.min(CHUNK_CAPACITY, n - at)
       const chunk = DuckDBDataChunk.create(types, size)
-      columns.forEach((col, c) => chunk.setColumnValues(c, col.slice(at, at + size)))
+      columns.forEach((col, c) => (isFill(col) ? col.fill(chunk, c, at, size) : chunk.setColumnValues(c, col.slice(at, at + size))))
       appender.appendDataChunk(chunk)
     }
     appender.flushSync()
@@ -173,6 +185,8 @@ async function append(conn: DuckDBConnection, table: string, types: DuckDBType[]
     }
   }
 }
+
+const isFill = (col: AppendColumn): col is ColumnFill => !Array.isArray(col)
 
 async function rows<T>(conn: DuckDBConnection, sql: string, params: DuckDBValue[]): Promise<T[]> {
   const reader = await conn.runAndReadAll(sql, params)

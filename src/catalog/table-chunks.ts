@@ -1,5 +1,6 @@
 import { BIGINT, LIST, listValue, VARCHAR, type DuckDBValue } from '@duckdb/node-api'
 import type { Tx } from './db.js'
+import { bigints, constantText } from './append-columns.js'
 import { tableDigest } from './digest.js'
 import { keysOf, storedSeqs, type RowIndex } from './table-row-index.js'
 
@@ -220,7 +221,8 @@ export async function storedRows(q: Reader, project: string, digests: string[], 
  * Rows not yet stored, appended (db.ts `append`); answers every row's seq. Asking which are stored first
  * (storedRows) is much cheaper than ON CONFLICT, whose cost grows with the project's rows (writes are serialised,
  * so nothing slips in between). The seqs are drawn from the sequence first, as the appender fills no defaults;
- * the new rows go into the index before the commit (an index entry is a hint, checked on use).
+ * the new rows go into the index before the commit (an index entry is a hint, checked on use). The project and
+ * the seqs go in whole per data chunk (append-columns.ts), not value by value.
  */
 export async function insertRows(tx: Tx, project: string, rows: Rows, index: RowIndex | null): Promise<Map<string, number>> {
   const unique = new Map<string, string>()
@@ -232,16 +234,36 @@ export async function insertRows(tx: Tx, project: string, rows: Rows, index: Row
     : await seqsOf(tx, project, digests)
   const fresh = digests.flatMap((d, i) => (seqs.has(d) ? [] : [i]))
   if (fresh.length === 0) return seqs
-  const drawn = await tx.all<{ s: bigint }>(`SELECT nextval('table_row_seq') AS s FROM range($1)`, [fresh.length])
-  const newSeqs = drawn.map((r) => r.s)
+  const newSeqs = await drawSeqs(tx, fresh.length)
   await tx.append(
     'table_rows',
     [VARCHAR, VARCHAR, VARCHAR, BIGINT],
-    [fresh.map(() => project), fresh.map((i) => digests[i]!), fresh.map((i) => unique.get(digests[i]!)!), newSeqs],
+    [constantText(project, fresh.length), fresh.map((i) => digests[i]!), fresh.map((i) => unique.get(digests[i]!)!), bigints(newSeqs)],
   )
   fresh.forEach((i, k) => {
     seqs.set(digests[i]!, Number(newSeqs[k]))
     index?.add(keys[i]!, Number(newSeqs[k]))
   })
   return seqs
+}
+
+/**
+ * `n` new values of `table_row_seq`. They come back as their least and greatest, which is all of them when they
+ * are consecutive, as they are when one writer draws them (catalog writes are serialised): 10,000 drawn values
+ * read back as rows cost the event loop ~10,000 objects. If they ever are not consecutive, they are drawn again
+ * and read in full (a seq is only a unique number: the gap costs nothing).
+ */
+async function drawSeqs(tx: Tx, n: number): Promise<BigInt64Array> {
+  const out = new BigInt64Array(n)
+  const [r] = await tx.all<{ lo: bigint; hi: bigint }>(
+    `SELECT min(s) AS lo, max(s) AS hi FROM (SELECT nextval('table_row_seq') AS s FROM range($1))`,
+    [n],
+  )
+  if (r && r.hi - r.lo === BigInt(n - 1)) {
+    for (let k = 0; k < n; k++) out[k] = r.lo + BigInt(k)
+    return out
+  }
+  const drawn = await tx.all<{ s: bigint }>(`SELECT nextval('table_row_seq') AS s FROM range($1)`, [n])
+  drawn.forEach((x, k) => (out[k] = x.s))
+  return out
 }
