@@ -1,7 +1,7 @@
 /**
  * The requests the both-backends bench sends to each server, and how their answers are compared.
  * Statistics as a dashboard asks for them (counts, errors, latency percentiles, token usage; with and
- * without filters; daily, 6-hourly, hourly buckets; a half-hour time zone), counts, pages of calls
+ * without filters, by op and by user; daily, 6-hourly, hourly buckets; a half-hour time zone), counts, pages of calls
  * (newest first, an op filter and a `$expr`, the first page and a deep one), one trace's calls, usage.
  */
 
@@ -15,6 +15,8 @@ export interface BenchRequest {
 export interface RequestContext {
   project: string
   op: string
+  /** The user the calls were sent as (the bench key's: every call). The generator makes no runs, so no run filter. */
+  user: string
   /** The statistics ranges end here (a whole second after the newest call). */
   end: number
   roots: string[]
@@ -58,6 +60,7 @@ export function benchRequests(c: RequestContext): Record<string, BenchRequest> {
     stats_30d_daily: stats(30, 86_400, { usage_metrics: USAGE, call_metrics: CALLS }),
     stats_24h_hourly: stats(1, 3600, { usage_metrics: USAGE, call_metrics: CALLS }),
     stats_7d_6h_op: stats(7, 21_600, { usage_metrics: USAGE, call_metrics: CALLS, filter: { op_names: [c.op] } }),
+    stats_7d_6h_user: stats(7, 21_600, { usage_metrics: USAGE, call_metrics: CALLS, filter: { svc_user_ids: [c.user] } }),
     stats_30d_costs: stats(30, 86_400, { usage_metrics: COSTS }),
     stats_7d_usage_pcts: stats(7, 86_400, {
       usage_metrics: [{ metric: 'total_tokens', aggregations: ['avg', 'min', 'max'], percentiles: [50, 90] }],

@@ -3,7 +3,7 @@
  * backend (`--storage chdb`, ClickHouse in-process), the same calls in both, in the same run, every
  * answer checked equal.
  *
- *   npm run build && node dist/bench/backends.js [--sizes 100000,1000000] [--runs 5] [--backends embedded,chdb] [--weft-root DIR] [--keep]
+ *   npm run build && node dist/bench/backends.js [--sizes 100000,1000000] [--runs 5] [--backends embedded,chdb] [--weft-root DIR] [--keep] [--help]
  *   (chdb: npm --prefix bench/peer-deps install)
  *
  * Per size: scripts/gen-calls makes the calls (30 days, 20 ops, 5 models, traces of 10, 1% errors),
@@ -34,6 +34,21 @@ import { diskBytes, startBackend, type BackendKind, type BackendServer } from '.
 import { spread, type Spread } from './util.js'
 
 const { flags } = parseFlags(process.argv.slice(2))
+const HELP = `node dist/bench/backends.js [flags]   (chdb: npm --prefix bench/peer-deps install)
+
+  --sizes N,N,...      calls per size, each a fresh pair of servers (default 1000000,10000000)
+  --runs N             timed runs of every request after the first (default 5)
+  --backends A,B       embedded,chdb (default both; the first is the one answers are compared with)
+  --weft-root DIR      serve from another build of weft (its dist/)
+  --keep               leave the servers' data directories
+  --help               this, and exit
+
+Writes bench/results/backends-<stamp>.json and .svg.
+`
+if (flags.help) {
+  process.stdout.write(HELP)
+  process.exit(0)
+}
 const sizes = (flags.sizes ?? '1000000,10000000').split(',').map(Number)
 const runs = Number(flags.runs ?? 5)
 const kinds = (flags.backends ?? 'embedded,chdb').split(',') as BackendKind[]
@@ -41,6 +56,8 @@ const KEY = 'bench-key'
 const AUTH = 'Basic ' + Buffer.from('api:' + KEY).toString('base64')
 const PROJECT = 'bench/backends'
 const OP = `weave:///${PROJECT}/op/op_3:v1`
+/** The user of KEY (WEFT_API_KEY is an admin key of user 'admin', catalog/keys.ts ensureAdmin): every call's. */
+const USER = 'admin'
 const MB = 2 ** 20
 const DAY = 86_400_000
 const weftRoot = flags['weft-root'] ? path.resolve(flags['weft-root']) : ROOT_DIR
@@ -200,7 +217,7 @@ async function oneSize(n: number): Promise<Record<string, unknown>> {
     const count = (await ask(servers[0]!, { path: '/calls/query_stats', body: pageFilter({ project: PROJECT, op: OP }) })).body as {
       count: number
     }
-    const ctx: RequestContext = { project: PROJECT, op: OP, end, roots, traceId, deepOffset: Math.floor(count.count * 0.9) }
+    const ctx: RequestContext = { project: PROJECT, op: OP, user: USER, end, roots, traceId, deepOffset: Math.floor(count.count * 0.9) }
     const m = await measure(servers, benchRequests(ctx), {
       query_stats_all: (b) => ((b as { count: number }).count === n ? [] : [`count ${(b as { count: number }).count}, generated ${n}`]),
       stats_30d_daily: statsTotals(totals),

@@ -33,6 +33,13 @@ const TABLES = [
   'stats_done_hourly',
   'stats_usage_hourly',
   'stats_done_backfill',
+  'stats_calls_user_hourly',
+  'stats_calls_user_backfill',
+  'stats_done_user_hourly',
+  'stats_done_user_backfill',
+  'stats_usage_user_hourly',
+  'stats_usage_user_backfill',
+  'stats_done_keys',
 ]
 
 t.test('single node: plain engines, no cluster clauses', async (t) => {
@@ -45,16 +52,35 @@ t.test('single node: plain engines, no cluster clauses', async (t) => {
     )
   const inserts = ddl.filter((s) => s.startsWith('INSERT INTO'))
   t.ok(
-    ddl.every((s) => /IF NOT EXISTS/.test(s) || inserts.includes(s)),
-    'every statement is idempotent: IF NOT EXISTS…',
+    ddl.every((s) => /IF NOT EXISTS/.test(s) || inserts.includes(s) || s === 'DROP VIEW IF EXISTS `weft`.`stats_call_done_mv`'),
+    'every statement is idempotent: IF NOT EXISTS… (or the one view migration 6 replaces, dropped IF EXISTS)',
   )
   t.same(
     inserts.map((s) => /^INSERT INTO `weft`\.`(\w+)`/.exec(s)![1]),
-    ['stats_rollup_meta', 'stats_calls_hourly_backfill', 'stats_call_marks_backfill', 'stats_done_meta', 'stats_done_backfill'],
+    [
+      'stats_rollup_meta',
+      'stats_calls_hourly_backfill',
+      'stats_call_marks_backfill',
+      'stats_done_meta',
+      'stats_done_backfill',
+      'stats_user_meta',
+      'stats_calls_user_backfill',
+      'stats_done_keys',
+      'stats_done_user_backfill',
+      'stats_usage_user_backfill',
+    ],
     '…or an insert guarded by the table being empty, or into a table that replaces its rows',
   )
   t.match(inserts[0], /WHERE \(SELECT count\(\) FROM `weft`\.`stats_rollup_meta`\) = 0$/)
-  for (const name of ['stats_calls_hourly_backfill', 'stats_call_marks_backfill', 'stats_done_backfill'])
+  for (const name of [
+    'stats_calls_hourly_backfill',
+    'stats_call_marks_backfill',
+    'stats_done_backfill',
+    'stats_calls_user_backfill',
+    'stats_done_user_backfill',
+    'stats_usage_user_backfill',
+    'stats_done_keys',
+  ])
     t.match(
       ddl.find((s) => s.includes(`\`${name}\` (`))!,
       /ENGINE = ReplacingMergeTree\(\)/,
@@ -116,6 +142,8 @@ t.test('cluster: ON CLUSTER, Replicated local tables, Distributed tables sharded
     ['stats_call_marks_mv', 'stats_call_marks'],
     ['stats_done_marks_mv', 'stats_call_marks'],
     ['stats_call_done_mv', 'stats_call_done'],
+    ['stats_call_done_keyed_mv', 'stats_call_done'],
+    ['stats_calls_user_hourly_mv', 'stats_calls_user_hourly'],
   ]) {
     const mv = ddl.find((s) => s.includes(`\`${view}\``))!
     t.match(mv, new RegExp(`TO \`weft\`\\.\`${target}_local\``), `${view} writes shard-local…`)
@@ -371,6 +399,109 @@ t.test(
       ['counts', (p: ChParams, x?: Suspects) => chRollupCountsSql(l, 'p', slots, [], p, x)],
       ['latency and errors', (p: ChParams, x?: Suspects) => chRollupDoneSql(l, slotParams('p', slots, [], p), p, x)],
       ['usage', (p: ChParams, x?: Suspects) => chRollupUsageSql(l, slotParams('p', slots, [], p), p, x)],
+    ] as const) {
+      const [query, list] = both(make)
+      t.same(list, query, `${name}: the calls to correct as a bound list, as the subquery`)
+    }
+
+    // Migration 6: the user tier. Before it: u1 (ann, run r1) start then end, emitted by the old view;
+    // u2 (bob) one part with usage; u3 (ann) started only.
+    const [m6] = MIGRATIONS.filter((m) => m.version === 6)
+    const who = (user: string, run: string | null = null) => ({ user_id: user, run_id: run })
+    put([{ id: 'u1', seq: 2001, kind: 'start', started_at: H1, op_name: 'x', ...who('ann', 'r1') }])
+    put([{ id: 'u1', seq: 2002, kind: 'end', ended_at: at(H1, 3000) }])
+    // A call in one part (start and end), with input tokens.
+    const whole = (id: string, seq: number, started: string, ms: number, op: string, user: string, tokens: number) => ({
+      ...{ id, seq, kind: 'start', started_at: started, ended_at: at(started, ms), op_name: op },
+      ...who(user),
+      usage: m({ input_tokens: tokens }),
+    })
+    put([whole('u2', 2003, H2, 4000, 'y', 'bob', 5), { id: 'u3', seq: 2004, kind: 'start', started_at: H1, op_name: 'x', ...who('ann') }])
+    // The views exist (and the keyed emitting view) before `since` is recorded: u5, written in between, is
+    // counted by the backfill and emitted (keyed) by the new view.
+    run(m6!.statements(l).slice(0, -5))
+    put([whole('u5', 2005, H2, 6000, 'x', 'ann', 7)])
+    run(m6!.statements(l))
+    // After: u3 ends (2 s); u4 (bob, r1) in hour 3; u1 started again by bob under run r2 (the same hour, 1 s in).
+    put([{ id: 'u3', seq: 2010, kind: 'end', ended_at: at(H1, 2000) }])
+    put([{ id: 'u4', seq: 2011, kind: 'start', started_at: H3, ended_at: at(H3, 1000), op_name: 'x', ...who('bob', 'r1') }])
+    put([{ id: 'u1', seq: 2012, kind: 'start', started_at: at(H1, 1000), op_name: 'y', ...who('bob', 'r2') }])
+    run(m6!.statements(l))
+    run(m6!.statements(l))
+    t.equal(rows(`SELECT count() FROM weft.stats_user_meta`)[0]![0], '1', 'migration 6: one start time, however often it ran')
+    t.same(
+      rows(`SELECT id, user_id, ifNull(run_id, '-') FROM weft.stats_done_keys FINAL WHERE id LIKE 'u%' ORDER BY id`),
+      [
+        ['u1', 'ann', 'r1'],
+        ['u2', 'bob', '-'],
+      ],
+      'the emissions before it keyed by their first start',
+    )
+    const dims = (filter: CallFilter, params: ChParams) => rollupDims(filter, params)!
+    const userTotal = (filter: CallFilter) => {
+      const params = new ChParams()
+      return Number(read(chRollupTotalSql(l, 'p', dims(filter, params), params, undefined, 'user'), params)[0]!.n)
+    }
+    t.same(
+      [
+        userTotal({ svc_user_ids: ['ann'] }),
+        userTotal({ wb_user_ids: ['bob'] }),
+        userTotal({ svc_run_ids: ['r1'] }),
+        userTotal({ svc_user_ids: ['bob'], wb_run_ids: ['r2'] }),
+        userTotal({ svc_user_ids: ['ann', 'bob'], op_names: ['x'] }),
+        userTotal({ svc_run_ids: [''] }),
+      ],
+      [2, 3, 1, 1, 3, 0],
+      'counts by user and run: u1 moved to bob and r2 by its second start; a NULL run matches no listed value',
+    )
+    t.equal(rollupDims({ svc_user_ids: [] }, new ChParams()), null, 'an empty user list is left to the scan (it filters nothing there)')
+    const perUser = (user: string) => {
+      const params = new ChParams()
+      const out: [number, number, number][] = []
+      const sl = slotParams('p', slots, dims({ svc_user_ids: [user] }, params), params, 'user')
+      const net = new Map<number, [number, number]>()
+      for (const r of read(chRollupDoneSql(l, sl, params), params)) {
+        const sign = Number(r.sub) === 1 ? -1 : 1
+        const [n, sum] = net.get(Number(r.bucket)) ?? [0, 0]
+        net.set(Number(r.bucket), [n + sign * Number(r.lat_n), sum + sign * Number(r.lat_sum)])
+      }
+      for (const [b, [n, sum]] of net) if (n !== 0 || sum !== 0) out.push([b, n, sum])
+      return out.sort((x, y) => x[0] - y[0])
+    }
+    t.same(
+      perUser('ann'),
+      [[hour(H1), 2, 8000]],
+      'ann: u3 (2 s, ended after) and u5 (6 s); u1 taken out under the key it was backfilled with',
+    )
+    t.same(
+      perUser('bob'),
+      [
+        [hour(H1), 2, 6000],
+        [hour(H3), 1, 1000],
+      ],
+      'bob: u1 (2 s from its second start), u2 (4 s) in hours 1-2, u4 in hour 3',
+    )
+    const tokensOf = (user: string) => {
+      const params = new ChParams()
+      const sl = slotParams('p', slots, dims({ svc_user_ids: [user] }, params), params, 'user')
+      return read(chRollupUsageSql(l, sl, params), params).reduce(
+        (a, r) => a + (Number(r.sub) === 1 ? -1 : 1) * Number(r.input_tokens_sum),
+        0,
+      )
+    }
+    t.same([tokensOf('ann'), tokensOf('bob')], [7, 5], 'usage by user: u5’s by the new view, u2’s by the backfill')
+    const now = new ChParams()
+    const correctNow = read(`SELECT DISTINCT id FROM (${suspectsSql(l, now.add('p', 'String'), true)}) ORDER BY id`, now).map((r) => r.id!)
+    t.ok(correctNow.includes('u1'), 'u1 (started twice, emitted twice) is corrected')
+    corrected.splice(0, corrected.length, ...correctNow)
+    const userSlots = (p: ChParams) => slotParams('p', slots, dims({ svc_user_ids: ['ann', 'bob'] }, p), p, 'user')
+    for (const [name, make] of [
+      [
+        'user counts',
+        (p: ChParams, x?: Suspects) => chRollupCountsSql(l, 'p', slots, dims({ svc_user_ids: ['ann', 'bob'] }, p), p, x, 'user'),
+      ],
+      ['user latency and errors', (p: ChParams, x?: Suspects) => chRollupDoneSql(l, userSlots(p), p, x)],
+      ['user usage', (p: ChParams, x?: Suspects) => chRollupUsageSql(l, userSlots(p), p, x)],
     ] as const) {
       const [query, list] = both(make)
       t.same(list, query, `${name}: the calls to correct as a bound list, as the subquery`)

@@ -30,7 +30,7 @@ function rng(seed: number) {
   }
 }
 
-/** 300 calls over two days (the second day's DST change in New York included), in trees of up to 5. */
+/** 300 calls over two days (the second day's DST change in New York included), in trees of up to 5; three runs and calls in none. */
 function makeItems(): { items: unknown[]; ids: string[]; roots: string[] } {
   const r = rng(7)
   const items: unknown[] = []
@@ -50,7 +50,16 @@ function makeItems(): { items: unknown[]; ids: string[]; roots: string[] } {
           r() < 0.5
             ? { prompt_tokens: Math.floor(r() * 900), completion_tokens: Math.floor(r() * 300), requests: 1 }
             : { input_tokens: Math.floor(r() * 900), output_tokens: Math.floor(r() * 300), cache_read_input_tokens: Math.floor(r() * 50) }
-    const start = { project_id: P, id, trace_id: trace, parent_id: isRoot ? null : root, op_name: OPS[i % 3], started_at: iso(started) }
+    const run = i % 4 === 0 ? {} : { wb_run_id: `run-${i % 3}` }
+    const start = {
+      project_id: P,
+      id,
+      trace_id: trace,
+      parent_id: isRoot ? null : root,
+      op_name: OPS[i % 3],
+      started_at: iso(started),
+      ...run,
+    }
     items.push({ mode: 'start', req: { start: { ...start, attributes: {}, inputs: { i } } } })
     if (r() < 0.93) {
       const end = { project_id: P, id, ended_at: iso(started + Math.floor(Math.exp(2 + r() * 7))), output: i, summary: { usage } }
@@ -87,13 +96,19 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
     startServer({ args: ['--storage', 'chdb'] }),
   ])
   servers.push(emb!, ch!)
-  const both = async (route: string, body: unknown) => {
-    const [a, b] = await Promise.all([postJson(emb!, route, body), postJson(ch!, route, body)])
+  // A second user: the server takes a start's user from the API key, so every other batch is sent with bob's.
+  const made = await Promise.all([emb!, ch!].map((s) => postJson(s, '/admin/keys', { user_id: 'bob', entities: ['ch-stats'] })))
+  const bob = [emb!, ch!].map((s, i) => s.basic(made[i]!.json.key))
+  const both = async (route: string, body: unknown, asBob = false) => {
+    const [a, b] = await Promise.all([
+      postJson(emb!, route, body, asBob ? bob[0] : undefined),
+      postJson(ch!, route, body, asBob ? bob[1] : undefined),
+    ])
     return { a, b }
   }
   const { items, ids, roots } = makeItems()
   for (let i = 0; i < items.length; i += 80) {
-    const { a, b } = await both('/call/upsert_batch', { batch: items.slice(i, i + 80) })
+    const { a, b } = await both('/call/upsert_batch', { batch: items.slice(i, i + 80) }, (i / 80) % 2 === 1)
     t.same([a.status, b.status], [200, 200], 'batch written to both')
   }
   const same = async (t: Test, route: string, body: unknown, label: string, ignore: string[] = []) => {
@@ -128,6 +143,7 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
     const scan = await postJson(ch!, '/calls/stats', { ...body, filter })
     t.equal(scan.headers.get('x-weft-stats-path'), 'scan')
     compare(t, b.json, scan.json, `${label}: the rollups and ClickHouse's scan`)
+    return b
   }
 
   await t.test('/calls/stats: call metrics, every granularity and time zone shape', async (t) => {
@@ -163,6 +179,19 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
         { ...range, granularity: 21600, call_metrics: CALLS, usage_metrics: USAGE, filter },
         JSON.stringify(filter),
       )
+    // Users and runs from the user tier's rollups (total_cost's extremes, in USAGE, are always a scan).
+    const tokens = USAGE.filter((u) => u.metric !== 'total_cost')
+    for (const filter of [
+      { svc_user_ids: ['bob'] },
+      { wb_user_ids: ['admin'], svc_run_ids: ['run-1'] },
+      { wb_run_ids: ['run-1', 'run-2', "r' --"], op_names: [OPS[1]], trace_roots_only: true },
+      { svc_user_ids: ['bob', 'nobody'], wb_user_ids: ['admin'], svc_run_ids: [''] },
+    ]) {
+      const label = `users and runs ${JSON.stringify(filter)}`
+      const b = await fromRollups(t, { ...range, granularity: 21600, call_metrics: CALLS, usage_metrics: tokens, filter }, label)
+      const n = b.json.call_buckets.reduce((a: number, x: { count: number }) => a + x.count, 0)
+      t.equal(n > 0, !('svc_run_ids' in filter && filter.svc_run_ids[0] === ''), `${label}: ${n} calls`)
+    }
   })
 
   await t.test('/calls/stats: usage with costs, percentiles of tokens and costs, and a mid-hour project price', async (t) => {
@@ -180,6 +209,7 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
     for (const granularity of [3600, 21600])
       await fromRollups(t, { ...range, granularity, usage_metrics: COSTS }, `costs, ${granularity} s`)
     await fromRollups(t, { ...range, granularity: 86400, usage_metrics: COSTS, filter: { op_names: [OPS[1]] } }, 'costs of one op')
+    await fromRollups(t, { ...range, granularity: 3600, usage_metrics: COSTS, filter: { svc_user_ids: ['bob'] } }, 'costs of one user')
     const strip = (rows: Record<string, unknown>[]) => rows.map(({ id: _id, ...rest }) => rest)
     const qa = await postJson(emb!, '/cost/query', { project_id: P })
     const qb = await postJson(ch!, '/cost/query', { project_id: P })
@@ -247,6 +277,12 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
     await fromRollups(t, { ...range, granularity: 43200, usage_metrics: sums }, 'costs after late parts and deletes')
     await same(t, '/calls/usage', { project_id: P, call_ids: roots.slice(0, 6), include_costs: true }, 'usage after deletes')
     await same(t, '/calls/query_stats', { project_id: P, filter: { trace_roots_only: true } }, 'query_stats count')
+    await same(
+      t,
+      '/calls/query_stats',
+      { project_id: P, filter: { svc_user_ids: ['bob'], wb_run_ids: ['run-2'] } },
+      'query_stats count by user and run',
+    )
   })
 
   await t.test('call counts from the hourly rollup: retried starts, ends before starts, deletes, updates', async (t) => {
@@ -261,12 +297,12 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
         calls.set(s.id, { started: Date.parse(s.started_at), op: s.op_name, root: s.parent_id === null, live: true })
       }
     for (const id of [roots[4]!, ...ids.slice(21, 25), ids[12]!]) calls.get(id)!.live = false
-    const send = async (batch: unknown[]) =>
+    const send = async (batch: unknown[], asBob = false) =>
       t.same(
-        Object.values(await both('/call/upsert_batch', { batch })).map((r) => r.status),
+        Object.values(await both('/call/upsert_batch', { batch }, asBob)).map((r) => r.status),
         [200, 200],
       )
-    // Retried starts: ids 30-34 again, 5 hours later, under another op (and a root made a child).
+    // Retried starts: ids 30-34 again, 5 hours later, under another op, by bob in another run (and a root made a child).
     const retried = ids.slice(30, 35).map((id, k) => {
       const c = calls.get(id)!
       const op = OPS[(OPS.indexOf(c.op) + 1) % 3]!
@@ -277,11 +313,12 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
         parent_id: k === 0 ? ids[1]! : null,
         op_name: op,
         started_at: iso(c.started + 5 * H),
+        wb_run_id: 'run-retried',
       }
       calls.set(id, { started: c.started + 5 * H, op, root: k !== 0, live: true })
       return { mode: 'start', req: { start: { ...start, attributes: {}, inputs: {} } } }
     })
-    await send(retried)
+    await send(retried, true)
     // Ends before their starts, in separate requests; one new call deleted, one renamed.
     const fresh = [1, 2, 3, 4].map((k) => ({ id: uuid(70_000 + k), started: BASE + (10 + 7 * k) * H + k * 61_000 }))
     await send(fresh.map((c) => ({ mode: 'end', req: { end: { project_id: P, id: c.id, ended_at: iso(c.started + 500), summary: {} } } })))
@@ -325,6 +362,9 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
       [10800, 'Asia/Kolkata', { trace_roots_only: true }, true],
       [21600, 'UTC', { op_names: ['weave:///ch-stats/proj/op/a:*', OPS[2]], trace_roots_only: true }, false],
       [43200, 'UTC', { op_names: ["x' OR 1=1 --", "weave:///ch-stats/proj/op/b:*') --"] }, false],
+      [21600, 'UTC', { svc_user_ids: ['bob'] }, true],
+      [3600, 'UTC', { wb_user_ids: ['admin'], svc_run_ids: ['run-retried', 'run-1'] }, true],
+      [86400, 'America/New_York', { wb_run_ids: ['run-retried'], op_names: [OPS[1]] }, false],
     ] as const) {
       const label = `${granularity} s in ${timezone}, filter ${JSON.stringify(filter)}`
       const path = granularity < 3600 ? 'scan' : 'rollup'

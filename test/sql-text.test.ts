@@ -156,6 +156,8 @@ const REVIEWED: Record<string, Reviewed> = {
   },
   'src/clickhouse/stats-rollup-sql.ts': {
     names: [
+      'k',
+      'keys',
       'table',
       'p',
       'suspects',
@@ -176,14 +178,17 @@ const REVIEWED: Record<string, Reviewed> = {
       's.inHours',
       's.bucketOf',
     ],
-    why: 'table(): checked identifiers; p, hours, buckets, suspects (a bound id list, or suspectsSql): p.add placeholders; dims: rollupDims over bound arrays; the rest composed of those',
+    why: 'table(): checked identifiers; p, hours, buckets, suspects (a bound id list, or suspectsSql): p.add placeholders; dims: rollupDims over bound arrays; k, keys: the tier’s fixed key column names (stats-tiers.ts); the rest composed of those',
   },
   'src/clickhouse/stats-schema.ts': {
-    names: ['from', 'since', 'meta', 'onCluster', 'metaLocal', 'table', 'localTable', 'hourlySelect', 'marksSelect'],
+    names: ['keys', 'from', 'since', 'meta', 'onCluster', 'metaLocal', 'table', 'localTable', 'hourlySelect', 'marksSelect'],
     why: 'DDL of checked identifiers (table(), localTable(), the layout’s cluster name) and constant column lists; no request value',
   },
   'src/clickhouse/stats-done-schema.ts': {
     names: [
+      'from',
+      'keys',
+      'where',
       'localTable',
       'table',
       'onCluster',
@@ -202,8 +207,31 @@ const REVIEWED: Record<string, Reviewed> = {
     ],
     why: 'DDL and view SELECTs of checked identifiers (table(), localTable(), the layout’s cluster name), fixed column lists (USAGE_FIELDS, the token metrics) and ln γ as a number; no request value',
   },
+  'src/clickhouse/stats-user-schema.ts': {
+    names: [
+      'g',
+      'localTable',
+      'meta',
+      'metaLocal',
+      'onCluster',
+      'select',
+      'since',
+      'table',
+      'hourlySelect',
+      'doneHourlySelect',
+      'usageHourlySelect',
+      'oldEmissions',
+      'doneSelect',
+    ],
+    why: 'DDL, view SELECTs and backfills of checked identifiers (table(), localTable(), the layout’s cluster name), GLOBAL or nothing, and the shared select builders of stats-schema.ts / stats-done-schema.ts with constant key lists; no request value',
+  },
   'src/clickhouse/stats-done-sql.ts': {
     names: [
+      'done',
+      'emissions',
+      'keyList',
+      'keys',
+      'tierKeys',
       'binOf',
       'table',
       's.p',
@@ -221,7 +249,7 @@ const REVIEWED: Record<string, Reviewed> = {
       's.inHours',
       's.bucketOf',
     ],
-    why: `${FRAGMENTS}; s.p, s.hours, s.buckets: p.add placeholders; ids: stats-rollup-sql.ts suspectsIn (a bound list or suspectsSql); dims: rollupDims over bound arrays; metric columns from the fixed token metric list`,
+    why: `${FRAGMENTS}; s.p, s.hours, s.buckets: p.add placeholders; ids: stats-rollup-sql.ts suspectsIn (a bound list or suspectsSql); dims: rollupDims over bound arrays; keys, tierKeys, keyList: the tier’s fixed key column names (stats-tiers.ts); done: table(); emissions: composed of those; metric columns from the fixed token metric list`,
   },
   'src/clickhouse/stats-cost-sql.ts': {
     names: ['cols', 'rows', 'spansSql'],

@@ -348,7 +348,7 @@ t.test('user and run filters: the per-user tier, or the per-call tier for latenc
     call_metrics: noPct,
     filter: { svc_user_ids: ['admin'] },
   })
-  rollupPath(t, mine.path)
+  rollupPath(t, mine.path, 'answered from the rollups (on ClickHouse too: its user tier)', true)
   compareCalls(t, mine.json.call_buckets, strip(expectedCalls(hours(BASE, end, 24 * H), end)) as never, 'user admin')
   const alias = await post('/calls/stats', {
     project_id: P,
@@ -371,7 +371,7 @@ t.test('user and run filters: the per-user tier, or the per-call tier for latenc
     call_metrics: CALL_METRICS,
     filter: { svc_user_ids: ['admin'] },
   })
-  rollupPath(t, pct.path, 'latency percentiles by user come from the per-call tier')
+  rollupPath(t, pct.path, 'latency percentiles by user come from the per-call tier (ClickHouse: the user tier’s bins)', true)
   compareCalls(t, pct.json.call_buckets, expectedCalls(hours(BASE, end, 24 * H), end), 'user admin, percentiles')
   const runs = await post('/calls/query_stats', { project_id: P, filter: { svc_run_ids: ['run-1'] } })
   t.equal(runs.json.count, 0, 'no call has a run')

@@ -14,6 +14,7 @@ import {
 } from './schema-catalog.js'
 import { statsDoneStatements } from './stats-done-schema.js'
 import { statsRollupStatements } from './stats-schema.js'
+import { statsUserStatements } from './stats-user-schema.js'
 
 /**
  * Versioned schema changes, applied in order at start and recorded in `weft_migrations`. Every
@@ -52,6 +53,11 @@ export const MIGRATIONS: Migration[] = [
     version: 5,
     name: 'stats_done_rollups',
     statements: statsDoneStatements,
+  },
+  {
+    version: 6,
+    name: 'stats_user_rollups',
+    statements: statsUserStatements,
   },
 ]
 

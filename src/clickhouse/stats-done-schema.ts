@@ -119,13 +119,14 @@ const USAGE_TYPE = `Array(Tuple(model String, ${USAGE_FIELDS.map((f) => `${f} Nu
 /**
  * The emitting view's SELECT over an insert into call_parts (`p`): each part with a start or an end
  * joined to its call's other half as stored (`m`: the latest start and end with the seq of the part
- * that carried them, and that end part's usage rows).
+ * that carried them, and that end part's usage rows). `keyed` (migration 6, stats-user-schema.ts): the
+ * call's user and run too, from the start's side as its hour and op, and `keyed` set.
  */
-function doneSelect(l: Layout, since: string): string {
+export function doneSelect(l: Layout, since: string, keyed = false): string {
   const parts = localTable(l, 'call_parts')
   const usage = USAGE_FIELDS.join(', ')
   const other = `SELECT c.project_id AS project_id, c.id AS id, max(c.started_at) AS s, max(c.ended_at) AS e,
-        max(c.exception).2 AS x, max(c.op_name).2 AS o, max(c.parent_id).2 AS par
+        max(c.exception).2 AS x, max(c.op_name).2 AS o, max(c.parent_id).2 AS par${keyed ? ', max(c.user_id).2 AS uid, max(c.run_id).2 AS rid' : ''}
       FROM ${localTable(l, 'calls_merged')} AS c
       WHERE (c.project_id, c.id) IN (SELECT project_id, id FROM ${parts})
       GROUP BY c.project_id, c.id`
@@ -142,7 +143,12 @@ function doneSelect(l: Layout, since: string): string {
     if(${S}, p.parent_id IS NULL, m.par IS NULL) AS is_root,
     toUnixTimestamp64Milli(assumeNotNull(if(${E}, p.ended_at, tupleElement(m.e, 2)))) - toUnixTimestamp64Milli(assumeNotNull(${st})) AS lat,
     if(${E}, p.exception, m.x) IS NOT NULL AS err,
-    if(${E}, p.usage, u.us) AS usage
+    if(${E}, p.usage, u.us) AS usage${
+      keyed
+        ? `,
+    if(${S}, p.user_id, m.uid) AS user_id, if(${S}, p.run_id, m.rid) AS run_id, true AS keyed`
+        : ''
+    }
   FROM ${parts} AS p
   LEFT JOIN (${other}) AS m ON m.project_id = p.project_id AND m.id = p.id
   LEFT JOIN (${used}) AS u ON u.project_id = p.project_id AND u.id = p.id AND u.seq = tupleElement(m.e, 1)
@@ -152,18 +158,23 @@ function doneSelect(l: Layout, since: string): string {
     OR (${S} AND NOT ${E} AND tupleElement(m.e, 1) > 0 AND tupleElement(m.e, 1) < p.seq))`
 }
 
-function doneHourlySelect(l: Layout): string {
-  return `SELECT project_id, hour, op_name, is_root, toInt64(count()) AS n, toInt64(countIf(err)) AS err, sum(lat) AS lat_sum,
+/**
+ * Emitted calls (rows of `from`, a stats_call_done shape) rolled up per project, hour, op, root or not,
+ * and the extra key columns `keys` (`, user_id, run_id` for migration 6's tier; `where`: which rows).
+ */
+export function doneHourlySelect(from: string, keys = '', where = ''): string {
+  return `SELECT project_id, hour, op_name, is_root${keys}, toInt64(count()) AS n, toInt64(countIf(err)) AS err, sum(lat) AS lat_sum,
     min(lat) AS lat_min, max(lat) AS lat_max, sumMap([${binOf('lat', LN_GAMMA)}], [toInt64(1)]) AS bins
-  FROM ${localTable(l, 'stats_call_done')} GROUP BY project_id, hour, op_name, is_root`
+  FROM ${from}${where} GROUP BY project_id, hour, op_name, is_root${keys}`
 }
 
-function usageHourlySelect(l: Layout): string {
+/** Emitted calls' usage rows per the same keys and the model (doneHourlySelect's arguments). */
+export function usageHourlySelect(from: string, keys = '', where = ''): string {
   const aggs = Object.entries(TOKEN_EXPRS).map(
     ([m, e]) => `toInt64(coalesce(sum(${e}), 0)) AS ${m}_sum, toInt64(count(${e})) AS ${m}_n, min(${e}) AS ${m}_min, max(${e}) AS ${m}_max`,
   )
-  return `SELECT project_id, hour, op_name, is_root, u.model AS model, toInt64(count()) AS n, ${aggs.join(', ')}
-  FROM ${localTable(l, 'stats_call_done')} ARRAY JOIN usage AS u GROUP BY project_id, hour, op_name, is_root, model`
+  return `SELECT project_id, hour, op_name, is_root${keys}, u.model AS model, toInt64(count()) AS n, ${aggs.join(', ')}
+  FROM ${from} ARRAY JOIN usage AS u${where} GROUP BY project_id, hour, op_name, is_root${keys}, model`
 }
 
 /**
@@ -182,8 +193,8 @@ export function statsDoneStatements(l: Layout): string[] {
     ...[STATS_CALL_DONE, STATS_DONE_HOURLY, STATS_USAGE_HOURLY, STATS_DONE_BACKFILL].flatMap((t) => createTable(l, t)),
     ...MARK_COLUMNS.flatMap((c) => addColumn(l, STATS_CALL_MARKS, c)),
     // The views on stats_call_done first: the emitting view's rows must reach them.
-    mv('stats_done_hourly_mv', 'stats_done_hourly', doneHourlySelect(l)),
-    mv('stats_usage_hourly_mv', 'stats_usage_hourly', usageHourlySelect(l)),
+    mv('stats_done_hourly_mv', 'stats_done_hourly', doneHourlySelect(localTable(l, 'stats_call_done'))),
+    mv('stats_usage_hourly_mv', 'stats_usage_hourly', usageHourlySelect(localTable(l, 'stats_call_done'))),
     mv(
       'stats_done_emits_mv',
       'stats_call_marks',

@@ -6,6 +6,7 @@ import { binOf, TOKEN_EXPRS, TOKEN_METRICS } from './stats-done-schema.js'
 import { suspectsIn, type Suspects } from './stats-rollup-sql.js'
 import type { Slots } from './stats-slots.js'
 import { HOUR_OF } from './stats-schema.js'
+import { keyList, TIERS } from './stats-tiers.js'
 import { chLatestUsageSql, LN_GAMMA } from './stats-sql.js'
 
 /**
@@ -16,15 +17,39 @@ import { chLatestUsageSql, LN_GAMMA } from './stats-sql.js'
  * rollup cannot say what is left, and the request is scanned (the embedded engine's `dirty`).
  */
 
-/** The calls to correct (`ids`: the right side of an `IN`), merged, live and started, in the slots' hours: their hour, op, root, latency (null unended), error, id. */
+/** The calls to correct (`ids`: the right side of an `IN`), merged, live and started, in the slots' hours: their hour, op, root, the tier's keys, latency (null unended), error, id. */
 function mergedSuspects(l: Layout, s: Slots, lg: string, ids: string): string {
-  return `SELECT id, ${HOUR_OF} AS hour, ifNull(op_name, '') AS op_name, parent_id IS NULL AS is_root,
+  const keys = TIERS[s.tier].keys.map((c) => `, max(${c}).2 AS ${c}`).join('')
+  return `SELECT id, ${HOUR_OF} AS hour, ifNull(op_name, '') AS op_name, parent_id IS NULL AS is_root${keyList(s.tier)},
       toUnixTimestamp64Milli(ended_at) - toUnixTimestamp64Milli(started_at) AS lat, exception IS NOT NULL AS err,
       if(lat IS NULL, 0, ${binOf('assumeNotNull(lat)', lg)}) AS k
     FROM (SELECT id, max(started_at).2 AS started_at, max(ended_at).2 AS ended_at, max(exception).2 AS exception,
-        max(op_name).2 AS op_name, max(parent_id).2 AS parent_id, max(deleted_at) AS deleted_at
+        max(op_name).2 AS op_name, max(parent_id).2 AS parent_id${keys}, max(deleted_at) AS deleted_at
       FROM ${table(l, 'calls_merged')} WHERE project_id = ${s.p} AND id IN ${ids} GROUP BY id)
     WHERE started_at IS NOT NULL AND deleted_at IS NULL AND ${s.inHours}`
+}
+
+/**
+ * The corrected calls' emissions in the slots' hours (`FROM` onwards). The user tier reads each under
+ * the user and run it was rolled up with: its own (`keyed`, migration 6's view), or for an emission from
+ * before that migration the backfill's (stats_done_keys).
+ */
+function emissions(l: Layout, s: Slots, ids: string): string {
+  const done = table(l, 'stats_call_done')
+  if (s.tier === 'op') return `FROM ${done} WHERE project_id = ${s.p} AND ${s.inHours} AND id IN ${ids}`
+  return `FROM (SELECT d.hour AS hour, d.op_name AS op_name, d.is_root AS is_root, d.lat AS lat, d.err AS err, d.usage AS usage,
+        if(d.keyed, d.user_id, k.user_id) AS user_id, if(d.keyed, d.run_id, k.run_id) AS run_id
+      FROM ${done} AS d
+      LEFT JOIN (SELECT id, user_id, run_id FROM ${table(l, 'stats_done_keys')} FINAL WHERE project_id = ${s.p} AND id IN ${ids}) AS k ON k.id = d.id
+      WHERE d.project_id = ${s.p} AND d.id IN ${ids})
+    WHERE ${s.inHours}`
+}
+
+/** The tier's hourly rows (and its backfill's, read with FINAL) in the slots' hours, as `cols`. */
+function hourly(l: Layout, s: Slots, table_: string, backfill: string | null, cols: string): string {
+  const where = `WHERE project_id = ${s.p} AND ${s.inHours}`
+  const rows = `SELECT ${cols} FROM ${table(l, table_)} ${where}`
+  return backfill ? `${rows}\n    UNION ALL SELECT ${cols} FROM ${table(l, backfill)} FINAL ${where}` : rows
 }
 
 function bucketed(s: Slots, rows: string, groupBy: string, cols: string): string {
@@ -37,19 +62,25 @@ function bucketed(s: Slots, rows: string, groupBy: string, cols: string): string
 /** Per bucket and kind: errors, latency count, sum, extremes, and latency bins (`ks`, `ns`). */
 export function chRollupDoneSql(l: Layout, s: Slots, params: ChParams, suspects: Suspects = { done: true }): string {
   const lg = params.add(LN_GAMMA, 'Float64')
-  const inHours = `project_id = ${s.p} AND ${s.inHours}`
+  const t = TIERS[s.tier]
+  const tierKeys = keyList(s.tier)
   const one = 'toInt64(1)'
   const ids = suspectsIn(l, s.p, suspects, params)
-  let rows = `SELECT hour, op_name, is_root, 0 AS sub, err, n AS lat_n, lat_sum, lat_min, lat_max, bins
-      FROM ${table(l, 'stats_done_hourly')} WHERE ${inHours}`
+  let rows = hourly(
+    l,
+    s,
+    t.done,
+    t.doneBackfill,
+    `hour, op_name, is_root${tierKeys}, 0 AS sub, err, n AS lat_n, lat_sum, lat_min, lat_max, bins`,
+  )
   if (ids !== null)
     rows += `
-    UNION ALL SELECT hour, op_name, is_root, 1, toInt64(err), ${one}, lat, lat, lat, ([${binOf('lat', lg)}], [${one}])
-      FROM ${table(l, 'stats_call_done')} WHERE ${inHours} AND id IN ${ids}
-    UNION ALL SELECT hour, op_name, is_root, 0, toInt64(err), toInt64(lat IS NOT NULL), coalesce(lat, 0), assumeNotNull(lat), assumeNotNull(lat),
+    UNION ALL SELECT hour, op_name, is_root${tierKeys}, 1, toInt64(err), ${one}, lat, lat, lat, ([${binOf('lat', lg)}], [${one}])
+      ${emissions(l, s, ids)}
+    UNION ALL SELECT hour, op_name, is_root${tierKeys}, 0, toInt64(err), toInt64(lat IS NOT NULL), coalesce(lat, 0), assumeNotNull(lat), assumeNotNull(lat),
         ([k], [${one}])
       FROM (${mergedSuspects(l, s, lg, ids)}) WHERE lat IS NOT NULL
-    UNION ALL SELECT hour, op_name, is_root, 0, toInt64(err), 0, 0, NULL, NULL, (CAST([], 'Array(Int64)'), CAST([], 'Array(Int64)'))
+    UNION ALL SELECT hour, op_name, is_root${tierKeys}, 0, toInt64(err), 0, 0, NULL, NULL, (CAST([], 'Array(Int64)'), CAST([], 'Array(Int64)'))
       FROM (${mergedSuspects(l, s, lg, ids)}) WHERE lat IS NULL AND err`
   return bucketed(
     s,
@@ -72,22 +103,22 @@ export function chRollupUsageSql(
   prices: readonly PriceSpan[] | null = null,
 ): string {
   const lg = params.add(LN_GAMMA, 'Float64')
-  const inHours = `project_id = ${s.p} AND ${s.inHours}`
+  const t = TIERS[s.tier]
+  const tierKeys = keyList(s.tier)
   const metricCols = TOKEN_METRICS.flatMap((m) => [`${m}_sum`, `${m}_n`, `${m}_min`, `${m}_max`]).join(', ')
   const fromRow = Object.values(TOKEN_EXPRS)
     .map((e) => `toInt64(coalesce(${e}, 0)), toInt64(${e} IS NOT NULL), ${e}, ${e}`)
     .join(', ')
   const ids = suspectsIn(l, s.p, suspects, params)
-  let rows = `SELECT hour, op_name, is_root, model, 0 AS sub, n, ${metricCols}
-      FROM ${table(l, 'stats_usage_hourly')} WHERE ${inHours}`
+  let rows = hourly(l, s, t.usage, t.usageBackfill, `hour, op_name, is_root${tierKeys}, model, 0 AS sub, n, ${metricCols}`)
   if (ids !== null) {
     const merged = mergedSuspects(l, s, lg, ids)
     // A bound list narrows the usage rows by itself; the subquery by the merged calls (evaluated once more).
     const usageOf = 'ids' in suspects ? ids : `(SELECT id FROM (${merged}))`
     rows += `
-    UNION ALL SELECT hour, op_name, is_root, u.model, 1, toInt64(1), ${fromRow}
-      FROM ${table(l, 'stats_call_done')} ARRAY JOIN usage AS u WHERE ${inHours} AND id IN ${ids}
-    UNION ALL SELECT m.hour, m.op_name, m.is_root, u.model, 0, toInt64(1), ${fromRow}
+    UNION ALL SELECT hour, op_name, is_root${tierKeys}, u.model, 1, toInt64(1), ${fromRow}
+      FROM (SELECT * ${emissions(l, s, ids)}) ARRAY JOIN usage AS u
+    UNION ALL SELECT m.hour, m.op_name, m.is_root${keyList(s.tier, 'm.')}, u.model, 0, toInt64(1), ${fromRow}
       FROM (${merged}) AS m INNER JOIN (${chLatestUsageSql(l, s.p, usageOf)}) AS u ON u.id = m.id`
   }
   const aggs = TOKEN_METRICS.map(

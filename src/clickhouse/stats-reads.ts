@@ -8,6 +8,7 @@ import { slotParams } from './stats-slots.js'
 import { chRollupCountsSql, MAX_BOUND, suspectsSql, type Suspects } from './stats-rollup-sql.js'
 import { chCallGroupsSql, chUsageGroupsSql } from './stats-sql.js'
 import { TOKEN_METRICS } from './stats-done-schema.js'
+import type { RollupTier } from './stats-tiers.js'
 import { COST_METRICS } from './stats-cost-sql.js'
 
 /** What the statistics read through (stats.ts ChReader): statements with bound parameters, under the read settings. */
@@ -21,6 +22,8 @@ export interface RollupSlots {
   hours: [number, number][]
   windows: [number, number][]
   dims: string[]
+  /** The op tier, or the user tier when `dims` name users or runs (stats-tiers.ts). */
+  tier: RollupTier
   params: ChParams
 }
 
@@ -70,7 +73,7 @@ interface RollupRead {
 async function doneFromRollup(run: RollupRead): Promise<void> {
   const { reader, ctx, acc, plan, suspects, dirty } = run
   const params = plan.params.clone()
-  const sql = chRollupDoneSql(reader.opts, slotParams(ctx.project_id, plan.hours, plan.dims, params), params, suspects)
+  const sql = chRollupDoneSql(reader.opts, slotParams(ctx.project_id, plan.hours, plan.dims, params, plan.tier), params, suspects)
   const rows = await reader.rows(sql, params)
   const sign = (r: Row) => (Number(r.sub) === 1 ? -1 : 1)
   const add = rows.map((r) => {
@@ -102,7 +105,7 @@ async function usageFromRollup(run: RollupRead): Promise<void> {
   const { reader, ctx, acc, plan, suspects, dirty } = run
   const params = plan.params.clone()
   const costs = ctx.usageCols.some((c) => COST_METRICS.includes(c.metric))
-  const slots = slotParams(ctx.project_id, plan.hours, plan.dims, params)
+  const slots = slotParams(ctx.project_id, plan.hours, plan.dims, params, plan.tier)
   const rows = await reader.rows(chRollupUsageSql(reader.opts, slots, params, suspects, costs ? ctx.spans : null), params)
   const metrics = costs ? [...TOKEN_METRICS, ...COST_METRICS] : TOKEN_METRICS
   acc.addUsage(
@@ -155,7 +158,7 @@ export async function fromRollup(reader: RowReader, ctx: StatsContext, acc: Accu
     const params = plan.params.clone()
     tasks.push(
       suspects.then(async (s) => {
-        const sql = chRollupCountsSql(reader.opts, ctx.project_id, plan.hours, plan.dims, params, s)
+        const sql = chRollupCountsSql(reader.opts, ctx.project_id, plan.hours, plan.dims, params, s, plan.tier)
         acc.addCalls((await reader.rows(sql, params)).map((r) => ({ bucket: r.bucket, n: r.n, err: 0 })))
       }),
     )

@@ -1,10 +1,12 @@
 import { filterTerms } from '../calls/read/filter.js'
 import type { CallFilter } from '../calls/model.js'
+import { checkFilterList } from '../query/list-filters.js'
 import { chOpNamesCond } from './calls-sql.js'
 import { table, type Layout } from './layout.js'
 import type { ChParams } from './query/params.js'
 import { slotParams } from './stats-slots.js'
 import { HOUR_OF } from './stats-schema.js'
+import { keyList, TIERS, type RollupTier } from './stats-tiers.js'
 
 /**
  * Call counts per bucket from the hourly rollup (stats-schema.ts). The rollup counts each call by its
@@ -14,14 +16,32 @@ import { HOUR_OF } from './stats-schema.js'
  * them), so the sum is exactly the count of live, started calls.
  */
 
-/** The filter as conditions on the rollup's dimensions (`op_name`, `is_root`); null when it names others. */
+/** Filter fields the rollups key: op names and roots (both tiers), users and runs with their legacy spellings (the user tier). */
+const ANSWERABLE = new Set(['op_names', 'trace_roots_only', 'svc_user_ids', 'wb_user_ids', 'svc_run_ids', 'wb_run_ids'])
+
+/**
+ * The filter as conditions on the rollups' dimensions (`op_name`, `is_root`, `user_id`, `run_id`;
+ * stats-tiers.ts tierOf says which rollups have them); null when it names others. Users and runs: the
+ * two spellings united, a NULL user or run matching no listed value.
+ */
 export function rollupDims(f: CallFilter | null | undefined, params: ChParams): string[] | null {
   if (!f) return []
-  for (const [k, v] of Object.entries(f)) if (v !== null && v !== undefined && k !== 'op_names' && k !== 'trace_roots_only') return null
+  for (const [k, v] of Object.entries(f)) if (v !== null && v !== undefined && !ANSWERABLE.has(k)) return null
   const t = filterTerms(f)
   const conds: string[] = []
   if (t.opNames) conds.push(chOpNamesCond(t.opNames, params)('op_name'))
   if (t.rootsOnly) conds.push('is_root')
+  for (const [col, name, a, b] of [
+    ['user_id', 'svc_user_ids', f.svc_user_ids, f.wb_user_ids],
+    ['run_id', 'svc_run_ids', f.svc_run_ids, f.wb_run_ids],
+  ] as const) {
+    if (!a && !b) continue
+    const list = [...new Set([...(a ?? []), ...(b ?? [])])]
+    checkFilterList(name, list)
+    // An empty list filters nothing in the scan (calls/read/filter.ts, Weave's rule); left to the scan, as before the user tier.
+    if (!list.length) return null
+    conds.push(`has(${params.add(list, 'Array(String)')}, ${col})`)
+  }
   return conds
 }
 
@@ -83,20 +103,26 @@ export function suspectsIn(l: Layout, p: string, s: Suspects, params: ChParams):
   return `(${suspectsSql(l, p, s.done)})`
 }
 
-/** (hour, op_name, is_root, n) rows: the rollup's and the backfill's rows meeting `inHours`, and the suspects' corrections. */
-function contributionsSql(l: Layout, p: string, inHours: string, suspects: string | null): string {
-  const counted = `SELECT hour, op_name, is_root, toInt64(n) AS n FROM ${table(l, 'stats_calls_hourly')} WHERE project_id = ${p} AND ${inHours}
-    UNION ALL SELECT hour, op_name, is_root, toInt64(n) FROM ${table(l, 'stats_calls_hourly_backfill')} FINAL WHERE project_id = ${p} AND ${inHours}`
+/**
+ * (hour, op_name, is_root, the tier's keys, n) rows: the tier's rollup and backfill rows meeting
+ * `inHours`, and the suspects' corrections (each start part out under its own keys, the merged call in).
+ */
+function contributionsSql(l: Layout, p: string, inHours: string, suspects: string | null, tier: RollupTier): string {
+  const t = TIERS[tier]
+  const k = keyList(tier)
+  const counted = `SELECT hour, op_name, is_root${k}, toInt64(n) AS n FROM ${table(l, t.calls)} WHERE project_id = ${p} AND ${inHours}
+    UNION ALL SELECT hour, op_name, is_root${k}, toInt64(n) FROM ${table(l, t.callsBackfill)} FINAL WHERE project_id = ${p} AND ${inHours}`
   if (suspects === null) return counted
-  const merged = `SELECT max(started_at).2 AS started_at, max(op_name).2 AS op_name, max(parent_id).2 AS parent_id, max(deleted_at) AS deleted_at
+  const keys = t.keys.map((c) => `, max(${c}).2 AS ${c}`).join('')
+  const merged = `SELECT max(started_at).2 AS started_at, max(op_name).2 AS op_name, max(parent_id).2 AS parent_id${keys}, max(deleted_at) AS deleted_at
       FROM ${table(l, 'calls_merged')} WHERE project_id = ${p} AND id IN ${suspects} GROUP BY id`
   return `${counted}
-    UNION ALL SELECT ${HOUR_OF} AS hour, ifNull(op_name, '') AS op_name, parent_id IS NULL AS is_root, -toInt64(count()) AS n
+    UNION ALL SELECT ${HOUR_OF} AS hour, ifNull(op_name, '') AS op_name, parent_id IS NULL AS is_root${k}, -toInt64(count()) AS n
       FROM ${table(l, 'call_parts')} WHERE project_id = ${p} AND started_at IS NOT NULL AND id IN ${suspects}
-      GROUP BY hour, op_name, is_root
-    UNION ALL SELECT ${HOUR_OF} AS hour, ifNull(op_name, '') AS op_name, parent_id IS NULL AS is_root, toInt64(count()) AS n
+      GROUP BY hour, op_name, is_root${k}
+    UNION ALL SELECT ${HOUR_OF} AS hour, ifNull(op_name, '') AS op_name, parent_id IS NULL AS is_root${k}, toInt64(count()) AS n
       FROM (${merged}) WHERE started_at IS NOT NULL AND deleted_at IS NULL
-      GROUP BY hour, op_name, is_root`
+      GROUP BY hour, op_name, is_root${k}`
 }
 
 /**
@@ -110,10 +136,11 @@ export function chRollupCountsSql(
   dims: string[],
   params: ChParams,
   suspects: Suspects = { done: false },
+  tier: RollupTier = 'op',
 ): string {
-  const s = slotParams(project, slots, dims, params)
+  const s = slotParams(project, slots, dims, params, tier)
   return `SELECT ${s.bucketOf} AS bucket, sum(n) AS n
-    FROM (${contributionsSql(l, s.p, s.inHours, suspectsIn(l, s.p, suspects, params))})
+    FROM (${contributionsSql(l, s.p, s.inHours, suspectsIn(l, s.p, suspects, params), tier)})
     WHERE ${[s.inHours, ...dims].join(' AND ')}
     GROUP BY bucket`
 }
@@ -125,8 +152,9 @@ export function chRollupTotalSql(
   dims: string[],
   params: ChParams,
   suspects: Suspects = { done: false },
+  tier: RollupTier = 'op',
 ): string {
   const p = params.add(project, 'String')
   const where = dims.length ? ` WHERE ${dims.join(' AND ')}` : ''
-  return `SELECT toInt64(coalesce(sum(n), 0)) AS n FROM (${contributionsSql(l, p, '1', suspectsIn(l, p, suspects, params))})${where}`
+  return `SELECT toInt64(coalesce(sum(n), 0)) AS n FROM (${contributionsSql(l, p, '1', suspectsIn(l, p, suspects, params), tier)})${where}`
 }

@@ -62,10 +62,11 @@ const META = 'stats_rollup_meta'
 export const HOUR_OF =
   'toUnixTimestamp64Milli(assumeNotNull(started_at)) - positiveModulo(toUnixTimestamp64Milli(assumeNotNull(started_at)), 3600000)'
 
-function hourlySelect(from: string, since: string): string {
-  return `SELECT project_id, ${HOUR_OF} AS hour, ifNull(op_name, '') AS op_name, parent_id IS NULL AS is_root, count() AS n
+/** Start-bearing parts of `from` counted per project, hour, op, root or not, and the extra key columns `keys` (`, user_id, run_id`). */
+export function hourlySelect(from: string, since: string, keys = ''): string {
+  return `SELECT project_id, ${HOUR_OF} AS hour, ifNull(op_name, '') AS op_name, parent_id IS NULL AS is_root${keys}, count() AS n
   FROM ${from} WHERE started_at IS NOT NULL AND ${since}
-  GROUP BY project_id, hour, op_name, is_root`
+  GROUP BY project_id, hour, op_name, is_root${keys}`
 }
 
 function marksSelect(from: string, since: string): string {

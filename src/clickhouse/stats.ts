@@ -10,6 +10,7 @@ import { timeoutSettings, withTimeout } from './settings.js'
 import { fromRollup, readSuspects, rescanBuckets, scanCalls, scanUsage, type RollupSlots } from './stats-reads.js'
 import { chRollupTotalSql, rollupDims } from './stats-rollup-sql.js'
 import type { ClickHousePrices } from './costs.js'
+import { tierOf } from './stats-tiers.js'
 
 /** How the ClickHouse statistics run: where, and for how long a query may take. */
 export interface ChStatsOptions extends Layout {
@@ -42,7 +43,7 @@ export type RollupPlan = RollupSlots
 /**
  * The rollups answer call metrics (counts, errors, latency with its percentiles), token metrics
  * (sums, counts, extremes) and costs (the tokens of an hour times its price) under no filter or one
- * on op names and trace roots. Usage percentiles need every value, and total_cost's extremes each
+ * on op names, trace roots, users and runs (the last two from the user tier). Usage percentiles need every value, and total_cost's extremes each
  * call's two prices together, so those are scanned, as on the embedded engine (stats/plan.ts); so is
  * a granularity under an hour. The hours are split at every price change (a cost's price is its
  * hour's). Null: scan the whole range.
@@ -54,7 +55,7 @@ export function rollupPlan(ctx: StatsContext): RollupPlan | null {
   if (!dims) return null
   const { hours, windows } = split(ctx.start, ctx.end, ctx.starts, ctx.spans, { hours: true, minutes: false })
   if (!hours.length || windows.length > MAX_WINDOWS) return null
-  return { hours, windows, dims, params }
+  return { hours, windows, dims, tier: tierOf(ctx.filter), params }
 }
 
 /**
@@ -96,7 +97,7 @@ export class ClickHouseStats implements StatsEngine {
     const dims = rollupDims(filter, params)
     if (!dims) return null
     const suspects = await readSuspects(this.reader, project, false)
-    const [r] = await this.reader.rows(chRollupTotalSql(this.reader.opts, project, dims, params, suspects), params)
+    const [r] = await this.reader.rows(chRollupTotalSql(this.reader.opts, project, dims, params, suspects, tierOf(filter)), params)
     return Number(r?.n ?? 0)
   }
 
