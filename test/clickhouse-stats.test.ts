@@ -190,7 +190,7 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
       const label = `users and runs ${JSON.stringify(filter)}`
       const b = await fromRollups(t, { ...range, granularity: 21600, call_metrics: CALLS, usage_metrics: tokens, filter }, label)
       const n = b.json.call_buckets.reduce((a: number, x: { count: number }) => a + x.count, 0)
-      t.equal(n > 0, !('svc_run_ids' in filter && filter.svc_run_ids[0] === ''), `${label}: ${n} calls`)
+      t.equal(n > 0, !('svc_run_ids' in filter && filter.svc_run_ids?.[0] === ''), `${label}: ${n} calls`)
     }
   })
 
