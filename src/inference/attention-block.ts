@@ -5,15 +5,22 @@
  * n × S scalar dot products per head: measured here (12 heads of 64, a 512-token chunk, quiet machine) 195 ms
  * a layer over S = 512, 536 ms over 1,000, 1.2 s over 2,048 and 5.4 s over 4,096; this path took 279, 294, 301
  * and 580 ms. Plain 2-D products run on the wasm backend's XNNPACK path; its batched products and a softmax in
- * JS over the read-back scores were both several times slower than that.
+ * JS over the read-back scores were both several times slower than that. Most of those ~280 ms a layer were the
+ * read-backs into fresh arrays (see workspace.ts); into kept ones, CPU ms a layer by the SIMD rows / by products
+ * (bench/attention-profile.ts, loaded machine): 512 after 0 cached, 55 / 81; 488 after 512, 133 / 73; 512 after
+ * 3,584, 808 / 282 (~22 GFLOP/s, the backend's product rate).
  */
 import * as tf from '@tensorflow/tfjs-core'
 import type { KVCache } from './kv-cache.js'
+import { Workspace, readInto } from './workspace.js'
 
 /** A step attends by matrix products when it adds at least this many positions... */
 export const BLOCK_MIN_TOKENS = 16
-/** ...and its cache then spans at least this many (below, the JS rows were as fast or faster). */
+/** ...and its cache then spans at least this many (below, the rows are as fast or faster: a causal first chunk is half the work). */
 export const BLOCK_MIN_SPAN = 768
+
+/** The mask, the heads' packed rows and the products' results: kept from layer to layer and pass to pass. */
+const kept = new Workspace()
 
 /**
  * Rows [at, at + n) of qkv attending over the cache of layer l, whose first `past` positions precede them
@@ -35,14 +42,16 @@ export function attendBlock(
   const stride = (H + 2 * KV) * D
   const S = past + n
   // Position s is hidden from new row i when it comes after it: s > past + i.
-  const mask = new Float32Array(n * S)
+  const mask = kept.get('mask', n * S).fill(0)
   for (let i = 0; i < n; i++) mask.fill(-Infinity, i * S + past + i + 1, (i + 1) * S)
   const masked = tf.tensor2d(mask, [n, S])
-  const qh = new Float32Array(g * n * D)
-  const kT = new Float32Array(D * S)
-  const vh = new Float32Array(S * D)
+  const qh = kept.get('q', g * n * D)
+  const kT = kept.get('kT', D * S)
+  const vh = kept.get('v', S * D)
+  const o = kept.get('o', g * n * D)
   const K = c.keys[l]!
   const V = c.values[l]!
+  const scale = 1 / Math.sqrt(D)
   try {
     for (let kv = 0; kv < KV; kv++) {
       // The g query heads sharing key/value head kv, stacked as rows [g × n, D]; its keys as [D, S], values [S, D].
@@ -56,11 +65,14 @@ export function attendBlock(
         for (let e = 0; e < D; e++) kT[e * S + s] = K[from + e]!
         vh.set(V.subarray(from, from + D), s * D)
       }
-      const o = tf.tidy(() => {
-        const scores = tf.mul(tf.matMul(tf.tensor2d(qh, [g * n, D]), tf.tensor2d(kT, [D, S])), 1 / Math.sqrt(D))
+      const y = tf.tidy(() => {
+        const scores = tf.mul(tf.matMul(tf.tensor2d(qh, [g * n, D]), tf.tensor2d(kT, [D, S])), scale)
         const p = tf.reshape(tf.softmax(tf.add(tf.reshape(scores, [g, n, S]), masked)), [g * n, S])
-        return tf.matMul(p, tf.tensor2d(vh, [S, D])).dataSync() as Float32Array
+        return tf.matMul(p, tf.tensor2d(vh, [S, D]))
       })
+      // Read into a kept array: a fresh one per read-back (dataSync) costs far more than the copy beside the model's heap.
+      readInto(y, o)
+      y.dispose()
       for (let j = 0; j < g; j++)
         for (let i = 0; i < n; i++) out.set(o.subarray((j * n + i) * D, (j * n + i + 1) * D), ((at + i) * H + kv * g + j) * D)
     }

@@ -79,25 +79,23 @@ export function attendAll(
 ): Float32Array {
   const longest = steps.reduce((m, s) => (byBlock(s) ? m : Math.max(m, s.cache.length + s.tokens.length)), 0)
   const scratch = new Float64Array(longest)
-  const simd = d.headDim % 16 === 0 ? AttentionKernels.get() : null
   let at = 0
   for (const s of steps) {
     writeKV(d, s.cache, l, qkv, at, s.tokens.length)
     if (byBlock(s)) attendBlock(d, s.cache, l, qkv, at, s.tokens.length, s.cache.length, out)
-    else if (simd) attendRowsSimd(simd, d, s.cache, l, qkv, at, s.tokens.length, out)
-    else for (let i = 0; i < s.tokens.length; i++) attendRow(d, s.cache, l, qkv, at + i, s.cache.length + i + 1, out, scratch)
+    else attendRows(d, s.cache, l, qkv, at, s.tokens.length, out, scratch)
     at += s.tokens.length
   }
   return out
 }
 
 /**
- * Rows [at, at + n) of qkv over the cache (the first row sees its length + 1 positions), by the SIMD
- * kernels: the cache's keys and values copied into their memory once, then per row the scores, a
- * softmax here (float64), and the weighted values.
+ * Rows [at, at + n) of qkv over the cache of layer l (its keys and values already written; the first row sees its
+ * length + 1 positions), one row at a time. By the SIMD kernels when the head size allows: the cache's keys and
+ * values copied into their memory once, then per row the scores, a softmax here (float64), and the weighted
+ * values. Else by the JS loops (`scratch` holds a row's scores).
  */
-function attendRowsSimd(
-  k: AttentionKernels,
+export function attendRows(
   d: Dims,
   c: KVCache,
   l: number,
@@ -105,7 +103,13 @@ function attendRowsSimd(
   at: number,
   n: number,
   out: Float32Array,
+  scratch: Float64Array = new Float64Array(c.length + n),
 ): void {
+  const k = d.headDim % 16 === 0 ? AttentionKernels.get() : null
+  if (!k) {
+    for (let i = 0; i < n; i++) attendRow(d, c, l, qkv, at + i, c.length + i + 1, out, scratch)
+    return
+  }
   const { heads: H, kvHeads: KV, headDim: D } = d
   const W = KV * D
   const stride = (H + 2 * KV) * D

@@ -9,6 +9,7 @@
 import * as tf from '@tensorflow/tfjs-core'
 import type { Step } from './kv-cache.js'
 import { attendAll, rotateRows, type Dims, type Rotation } from './attention.js'
+import { readInto, type Workspace } from './workspace.js'
 
 /** One decoder layer's weights. */
 export interface Layer {
@@ -26,30 +27,7 @@ export interface Layer {
 }
 
 export type { Dims, Rotation }
-
-/**
- * Arrays reused from one forward pass to the next, by name, grown when a pass needs more. A fresh
- * ArrayBuffer per product read-back cost up to ~70 ms each beside the model's large wasm heap
- * (measured: [64, 1280] read into a new array 78 ms CPU, into a kept one 4 ms), so the residual
- * stream, the norms and the products' results are written into these instead.
- */
-export class Workspace {
-  private readonly arrays = new Map<string, Float32Array>()
-  get(name: string, n: number): Float32Array {
-    let a = this.arrays.get(name)
-    if (!a || a.length < n) this.arrays.set(name, (a = new Float32Array(Math.max(n, 2 * (a?.length ?? 0)))))
-    return a.subarray(0, n)
-  }
-}
-
-/** A tensor's values copied into `out`: straight from the wasm heap where it lives there (no array made). */
-export function readInto(t: tf.Tensor, out: Float32Array): Float32Array {
-  const b = tf.backend() as unknown as { dataIdMap?: { get(id: object): { memoryOffset: number } }; wasm?: { HEAPU8: Uint8Array } }
-  if (b.wasm && b.dataIdMap && t.dtype === 'float32')
-    out.set(new Float32Array(b.wasm.HEAPU8.buffer, b.dataIdMap.get(t.dataId).memoryOffset, t.size))
-  else out.set(t.dataSync() as Float32Array)
-  return out
-}
+export { Workspace, readInto } from './workspace.js'
 
 /** The rows of x ([rows, w.length]) RMS-normalized and scaled by w, into out; sums in float64. */
 export function rmsNorm(x: Float32Array, w: Float32Array, eps: number, out: Float32Array): Float32Array {

@@ -1,7 +1,8 @@
 import * as tf from '@tensorflow/tfjs-core'
 import type { Tensor } from './safetensors.js'
 import { KVCache, type Step } from './kv-cache.js'
-import { Workspace, block, product, readInto, rmsNorm, type Dims, type Layer } from './llama-layers.js'
+import { Workspace, block, product, rmsNorm, type Dims, type Layer } from './llama-layers.js'
+import { gatherInto } from './workspace.js'
 import { rotationOf } from './attention.js'
 
 /** The fields of a Hugging Face `config.json` the Llama family (Llama, Mistral, Qwen2) needs. */
@@ -221,10 +222,7 @@ export class LlamaModel {
     const rotation = rotationOf(positions, this.invFreq, this.ropeScale)
     const ws = this.workspace
     const H = this.config.hidden_size
-    let x = ws.get('x', ids.length * H)
-    const e = tf.tidy(() => tf.gather(this.embed, tf.tensor1d(ids, 'int32')))
-    readInto(e, x)
-    e.dispose()
+    let x = gatherInto(this.embed, ids, ws.get('x', ids.length * H))
     for (const [l, L] of this.layers.entries()) x = block(this.dims, L, l, x, steps, rotation, ws)
     const rows = this.wantedRows(steps)
     if (rows.length < ids.length) x = pickRows(x, rows, H, ws.get('picked', rows.length * H))
