@@ -9,8 +9,9 @@ import { ROOT, tempDir } from './helpers/server.js'
 // (src/weft.cts) rather than libuv's 4: in a 4-minute soak, an object read's p99 went from 1.8 s to 0.3 s
 // (bench/README.md, Soak). libuv reads the size when its pool starts, which loading an ES module already does;
 // so the CommonJS entry sets it, and a start by the ES module itself says that the pool kept its default.
-// These servers are spawned here, not by the helper: tap's NODE_OPTIONS preloads an ES module (which starts the
-// pool before any entry runs), and the helper sets the size itself for that reason.
+// These servers are spawned here, not by the helper, to start the ES module entry too and to leave
+// UV_THREADPOOL_SIZE out of one start's environment; like the helper's (test/helpers/child-env.ts), they run without
+// tap's NODE_OPTIONS, whose preload would start the pool before any entry runs.
 
 const threads = (pid: number) => readdirSync(`/proc/${pid}/task`).length
 

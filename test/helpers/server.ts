@@ -1,10 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { spawnClean } from './child-env.js'
 
 /** The checkout: the nearest folder above this file with a package.json (this file runs as dist/test/helpers/server.js). */
 export const ROOT = (() => {
@@ -62,11 +63,11 @@ export function tempDir(prefix = 'weft-test-'): string {
 /** Runs the weft CLI to completion. */
 export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const p = spawnClean(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
-    p.stdout.on('data', (d) => (stdout += d))
-    p.stderr.on('data', (d) => (stderr += d))
+    p.stdout!.on('data', (d) => (stdout += d))
+    p.stderr!.on('data', (d) => (stderr += d))
     p.on('exit', (code) => resolve({ code, stdout, stderr }))
   })
 }
@@ -83,10 +84,8 @@ export async function startServer(
   // The geo ranges are parsed at the first /geolocate rather than at every start (seconds of CPU per server), and
   // one ingest worker starts instead of one per core (each loads the ingest modules: ~0.7 s of CPU); a file or a
   // start that tests the pool's parallelism sets WEFT_INGEST_WORKERS itself.
-  const env: Record<string, string> = {
+  const env = {
     WEFT_INGEST_WORKERS: '1',
-    // As weft.cjs does (src/weft.cts); tap's NODE_OPTIONS preloads a module, which starts libuv's pool before it could.
-    UV_THREADPOOL_SIZE: '64',
     ...process.env,
     WEFT_LOG_LEVEL: 'warn',
     WEFT_GEO_PRELOAD: 'false',
@@ -94,7 +93,7 @@ export async function startServer(
   } as Record<string, string>
   if (key !== null) env.WEFT_API_KEY = key
   else delete env.WEFT_API_KEY
-  const proc = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--data-dir', dataDir, ...(opts.args ?? [])], {
+  const proc = spawnClean(process.execPath, [MAIN, 'serve', '--port', '0', '--data-dir', dataDir, ...(opts.args ?? [])], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   })
