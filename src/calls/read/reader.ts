@@ -43,12 +43,13 @@ export class Reader {
   async stream<T>(sql: string, params: Params, shape: (r: Row) => T): Promise<AsyncGenerator<T[]>> {
     const { conn, guarded } = await this.readConn()
     try {
-      const t0 = performance.now()
-      const result = await guarded(() => conn.stream(sql, params.values))
-      const names = result.columnNames()
-      const chunks = result.yieldRowsJs()
-      const first = await guarded(() => chunks.next())
-      this.queries.add(performance.now() - t0)
+      const { names, chunks, first } = await this.queries.time(
+        (async () => {
+          const result = await guarded(() => conn.stream(sql, params.values))
+          const chunks = result.yieldRowsJs()
+          return { names: result.columnNames(), chunks, first: await guarded(() => chunks.next()) }
+        })(),
+      )
       return (async function* () {
         try {
           for (let next = first; !next.done; next = await guarded(() => chunks.next())) yield objects(names, next.value).map(shape)
@@ -66,10 +67,12 @@ export class Reader {
   async streamChunks(sql: string, params: Params): Promise<ChunkStream> {
     const { conn, guarded } = await this.readConn()
     try {
-      const t0 = performance.now()
-      const result = await guarded(() => conn.stream(sql, params.values))
-      const first = await guarded(() => result.fetchChunk())
-      this.queries.add(performance.now() - t0)
+      const { result, first } = await this.queries.time(
+        (async () => {
+          const result = await guarded(() => conn.stream(sql, params.values))
+          return { result, first: await guarded(() => result.fetchChunk()) }
+        })(),
+      )
       const chunks = pull(
         first,
         () => guarded(() => result.fetchChunk()),
