@@ -454,7 +454,7 @@ t.test(
       [2, 3, 1, 1, 3, 0],
       'counts by user and run: u1 moved to bob and r2 by its second start; a NULL run matches no listed value',
     )
-    t.equal(rollupDims({ svc_user_ids: [] }, new ChParams()), null, 'an empty user list is left to the scan (it filters nothing there)')
+    t.same(rollupDims({ svc_user_ids: [], wb_run_ids: [] }, new ChParams()), [], 'empty user and run lists filter nothing (as in the scan)')
     const perUser = (user: string) => {
       const params = new ChParams()
       const out: [number, number, number][] = []

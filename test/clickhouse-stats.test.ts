@@ -192,6 +192,18 @@ t.test('the same calls on both backends, the same answers', { skip: !available &
       const n = b.json.call_buckets.reduce((a: number, x: { count: number }) => a + x.count, 0)
       t.equal(n > 0, !('svc_run_ids' in filter && filter.svc_run_ids?.[0] === ''), `${label}: ${n} calls`)
     }
+    // Empty user and run lists filter nothing (the scan's rule, and Weave's `if filter.wb_user_ids:`): every call, from rollups on both.
+    for (const [filter, rest] of [
+      [{ svc_user_ids: [] }, {}],
+      [{ wb_user_ids: [], svc_run_ids: [], op_names: [OPS[1]] }, { op_names: [OPS[1]] }],
+    ] as const) {
+      const label = `empty lists ${JSON.stringify(filter)}`
+      const body = { ...range, granularity: 21600, call_metrics: CALLS, usage_metrics: tokens }
+      const b = await fromRollups(t, { ...body, filter }, label)
+      const e = await postJson(emb!, '/calls/stats', { ...body, filter })
+      t.equal(e.headers.get('x-weft-stats-path'), 'rollup', `${label}: embedded answers from its rollups`)
+      compare(t, b.json, (await postJson(emb!, '/calls/stats', { ...body, filter: rest })).json, `${label}: as without the lists`)
+    }
   })
 
   await t.test('/calls/stats: usage with costs, percentiles of tokens and costs, and a mid-hour project price', async (t) => {

@@ -38,8 +38,8 @@ export function rollupDims(f: CallFilter | null | undefined, params: ChParams): 
     if (!a && !b) continue
     const list = [...new Set([...(a ?? []), ...(b ?? [])])]
     checkFilterList(name, list)
-    // An empty list filters nothing in the scan (calls/read/filter.ts, Weave's rule); left to the scan, as before the user tier.
-    if (!list.length) return null
+    // An empty list filters nothing, as in the scan (calls/read/filter.ts) and in Weave (`if filter.wb_user_ids:`).
+    if (!list.length) continue
     conds.push(`has(${params.add(list, 'Array(String)')}, ${col})`)
   }
   return conds

@@ -47,7 +47,10 @@ export function keyList(tier: RollupTier, prefix = ''): string {
   return TIERS[tier].keys.map((k) => `, ${prefix}${k}`).join('')
 }
 
-/** The tier a filter's rollup read needs: `user` when it names users or runs (with the legacy spellings). */
+/**
+ * The tier a filter's rollup read needs: `user` when it names users or runs (with the legacy spellings;
+ * empty lists name none: they filter nothing, rollupDims).
+ */
 export function tierOf(f: CallFilter | null | undefined): RollupTier {
-  return f && (f.svc_user_ids || f.wb_user_ids || f.svc_run_ids || f.wb_run_ids) ? 'user' : 'op'
+  return f && [f.svc_user_ids, f.wb_user_ids, f.svc_run_ids, f.wb_run_ids].some((l) => l?.length) ? 'user' : 'op'
 }

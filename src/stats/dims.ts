@@ -21,10 +21,12 @@ export function dimFilter(f: CallFilter | null | undefined, params: Params): { c
     ['run_id', f.svc_run_ids, f.wb_run_ids],
   ] as const) {
     if (!a && !b) continue
-    tier = 'user'
     const l = [...new Set([...(a ?? []), ...(b ?? [])])]
     checkFilterList(col === 'user_id' ? 'svc_user_ids' : 'svc_run_ids', l)
-    conds.push(l.length ? `list_contains(${params.add(listValue(l))}, ${col})` : 'false')
+    // An empty list filters nothing, as in the scan (calls/read/filter.ts) and in Weave (`if filter.wb_user_ids:`).
+    if (!l.length) continue
+    tier = 'user'
+    conds.push(`list_contains(${params.add(listValue(l))}, ${col})`)
   }
   return { conds, tier }
 }
