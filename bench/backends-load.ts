@@ -19,16 +19,26 @@ const CHUNK_CALLS = 20_000
 
 export interface Generated {
   files: string[]
+  /** Each file's seq range (a call's start is seq 2i+1, its end 2i+2). */
+  segments: { file: string; min_seq: number; max_seq: number }[]
   dir: string
   gen_s: number
 }
 
-/** Generates n calls of a project, started over the `days` days before `end`, into Parquet files in a temporary directory. */
-export async function generate(n: number, project: string, end: number, days: number): Promise<Generated> {
+/**
+ * Generates n calls of a project, started over the `days` days before `end`, into Parquet files in a
+ * temporary directory (a calls store as flushes leave it: scripts/gen-calls.ts), every call by `user`.
+ */
+export async function generate(n: number, project: string, end: number, days: number, user: string): Promise<Generated> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'weft-backends-gen-'))
   const t = performance.now()
-  const segs = await genCalls({ dataDir: dir, calls: n, project, days, ops: 20, models: 5, traceSize: 10, end: new Date(end) })
-  return { dir, files: segs.map((s) => path.join(dir, 'calls', s.file)), gen_s: Math.round(performance.now() - t) / 1000 }
+  const segs = await genCalls({ dataDir: dir, calls: n, project, days, ops: 20, models: 5, traceSize: 10, end: new Date(end), user })
+  return {
+    dir,
+    files: segs.map((s) => path.join(dir, 'calls', s.file)),
+    segments: segs.map((s) => ({ file: path.join(dir, 'calls', s.file), min_seq: s.min_seq, max_seq: s.max_seq })),
+    gen_s: Math.round(performance.now() - t) / 1000,
+  }
 }
 
 export function removeGenerated(g: Generated): void {

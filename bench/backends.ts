@@ -28,6 +28,7 @@ import { chdbResolvable } from '../src/clickhouse/chdb-executor.js'
 import { parseFlags } from '../src/core/config.js'
 import { ROOT_DIR, VERSION } from '../src/core/version.js'
 import { backendsChart, type ChartRow } from './backends-chart.js'
+import { directChdb, directEmbedded, type DirectLoad } from './backends-direct.js'
 import { generate, loadAll, removeGenerated, type Generated } from './backends-load.js'
 import { benchRequests, differences, pageFilter, tiesById, type BenchRequest, type RequestContext } from './backends-requests.js'
 import { diskBytes, startBackend, type BackendKind, type BackendServer } from './backends-servers.js'
@@ -39,6 +40,8 @@ const HELP = `node dist/bench/backends.js [flags]   (chdb: npm --prefix bench/pe
   --sizes N,N,...      calls per size, each a fresh pair of servers (default 1000000,10000000)
   --runs N             timed runs of every request after the first (default 5)
   --backends A,B       embedded,chdb (default both; the first is the one answers are compared with)
+  --load http|direct   how the calls get in (default http): over HTTP as a client sends them, timed; or
+                       straight into each backend's storage (bench/backends-direct.ts), for 1M and 10M
   --weft-root DIR      serve from another build of weft (its dist/)
   --keep               leave the servers' data directories
   --help               this, and exit
@@ -52,6 +55,8 @@ if (flags.help) {
 const sizes = (flags.sizes ?? '1000000,10000000').split(',').map(Number)
 const runs = Number(flags.runs ?? 5)
 const kinds = (flags.backends ?? 'embedded,chdb').split(',') as BackendKind[]
+const loadMethod = flags.load ?? 'http'
+if (loadMethod !== 'http' && loadMethod !== 'direct') throw new Error(`--load ${loadMethod}: http or direct`)
 const KEY = 'bench-key'
 const AUTH = 'Basic ' + Buffer.from('api:' + KEY).toString('base64')
 const PROJECT = 'bench/backends'
@@ -61,6 +66,8 @@ const USER = 'admin'
 const MB = 2 ** 20
 const DAY = 86_400_000
 const weftRoot = flags['weft-root'] ? path.resolve(flags['weft-root']) : ROOT_DIR
+/** Where chdb is resolved from (bench/peer-deps holds it). */
+const CHDB_FROM = [ROOT_DIR, path.join(ROOT_DIR, 'bench', 'peer-deps')].map((d) => path.join(d, 'package.json'))
 
 interface Answer {
   ms: number
@@ -199,15 +206,31 @@ async function measure(servers: BackendServer[], reqs: Record<string, BenchReque
 
 async function oneSize(n: number): Promise<Record<string, unknown>> {
   const end = Math.floor(Date.now() / 1000) * 1000
-  const g = await generate(n, PROJECT, end - 1000, 30)
+  const g = await generate(n, PROJECT, end - 1000, 30, USER)
   process.stdout.write(`${n} calls: generated in ${g.gen_s} s\n`)
   const { roots, traceId, totals } = await facts(g, n, end - 30 * DAY, end)
   const root = mkdtempSync(path.join(os.tmpdir(), 'weft-backends-'))
   const servers: BackendServer[] = []
   try {
-    for (const k of kinds) servers.push(await startBackend(weftRoot, k, path.join(root, k), KEY))
     const loadStart = os.loadavg()[0]!
-    const loadS = await loadAll(g, n, Object.fromEntries(servers.map((s) => [s.kind, s.url])), AUTH)
+    let loadS: Record<string, number>
+    const loadSteps: Record<string, Record<string, number>> = {}
+    if (loadMethod === 'direct') {
+      loadS = {}
+      for (const k of kinds) {
+        const d: DirectLoad =
+          k === 'embedded'
+            ? await directEmbedded(weftRoot, g, path.join(root, k), KEY)
+            : await directChdb(weftRoot, g, path.join(root, k), KEY, CHDB_FROM)
+        servers.push(d.server)
+        loadS[k] = d.total_s
+        loadSteps[k] = d.steps
+        process.stdout.write(`  ${k} direct load: ${JSON.stringify(d.steps)}\n`)
+      }
+    } else {
+      for (const k of kinds) servers.push(await startBackend(weftRoot, k, path.join(root, k), KEY))
+      loadS = await loadAll(g, n, Object.fromEntries(servers.map((s) => [s.kind, s.url])), AUTH)
+    }
     process.stdout.write(
       `  load: ${Object.entries(loadS)
         .map(([k, s]) => `${k} ${s} s (${Math.round(n / s)} calls/s)`)
@@ -225,7 +248,9 @@ async function oneSize(n: number): Promise<Record<string, unknown>> {
     return {
       calls: n,
       generate_s: g.gen_s,
+      load_method: loadMethod,
       load_s: loadS,
+      ...(loadMethod === 'direct' ? { load_steps_s: loadSteps } : {}),
       load_calls_per_s: Object.fromEntries(Object.entries(loadS).map(([k, s]) => [k, Math.round(n / s)])),
       load_average_at_load_start: Math.round(loadStart * 10) / 10,
       page_matches: count.count,
@@ -249,7 +274,7 @@ function write(results: Record<string, Record<string, unknown>>, base: string): 
     weft_version: VERSION,
     date: new Date().toISOString(),
     machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
-    setup: { backends: kinds, project: PROJECT, op: OP, runs, requests: 'bench/backends-requests.ts' },
+    setup: { backends: kinds, project: PROJECT, op: OP, runs, load: loadMethod, requests: 'bench/backends-requests.ts' },
     results,
   }
   writeFileSync(base + '.json', JSON.stringify(doc, null, 2) + '\n')
@@ -263,10 +288,7 @@ function write(results: Record<string, Record<string, unknown>>, base: string): 
 }
 
 async function main(): Promise<void> {
-  if (
-    kinds.includes('chdb') &&
-    !chdbResolvable([ROOT_DIR, path.join(ROOT_DIR, 'bench', 'peer-deps')].map((d) => path.join(d, 'package.json')))
-  ) {
+  if (kinds.includes('chdb') && !chdbResolvable(CHDB_FROM)) {
     process.stderr.write('chdb is not installed: npm --prefix bench/peer-deps install\n')
     process.exit(2)
   }

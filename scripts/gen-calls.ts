@@ -40,6 +40,11 @@ export interface GenOptions {
   end?: Date
   /** Calls per trace (a root and its children); default 10. */
   traceSize?: number
+  /**
+   * Every call's user (a server sets it from the API key, so a store loaded over HTTP by one key has one);
+   * default: 50 users, `user_0` … `user_49`.
+   */
+  user?: string
 }
 
 /** Generates the store; returns the segment list it wrote. */
@@ -63,6 +68,7 @@ export async function genCalls(o: GenOptions): Promise<Segment[]> {
     .map((m) => `'${m}'`)
     .join(', ')}]`
   const trace = o.traceSize ?? 10
+  const user = o.user === undefined ? `'user_' || (h % 50)` : `'${o.user.replaceAll("'", "''")}'`
   const segments: Segment[] = []
   let next = 1
   for (let lo = 0; lo < o.calls; lo += PER_SEGMENT) {
@@ -86,7 +92,7 @@ export async function genCalls(o: GenOptions): Promise<Segment[]> {
         SELECT 2 * i + 1 AS seq, 'start', '${project}', id, trace, parent, NULL, NULL, op, NULL, started, NULL, NULL,
           '{"weave":{"client_version":"bench"}}',
           '{"model":"' || model || '","messages":[{"role":"user","content":"' || repeat(md5(i::VARCHAR), 8) || '"}]}',
-          NULL, NULL, NULL, 'user_' || (h % 50), NULL, NULL, NULL, NULL, NULL, NULL
+          NULL, NULL, NULL, ${user}, NULL, NULL, NULL, NULL, NULL, NULL
         FROM shaped
         UNION ALL
         SELECT 2 * i + 2, 'end', '${project}', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, started + to_milliseconds(latency_ms), NULL,
