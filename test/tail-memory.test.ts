@@ -64,8 +64,8 @@ t.test('flushed parts leave the tail table whole, even while readers keep transa
   const st = (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as any
   const tags = st.memory.duckdb.calls.by_tag as Record<string, { in_use_bytes: number }>
   t.comment(JSON.stringify(Object.fromEntries(Object.entries(tags).map(([k, v]) => [k, (v.in_use_bytes / MiB).toFixed(1)]))))
-  // DuckDB keeps strings this long in overflow blocks: the tail's and the stage's. ~19 MB were sent; the tail holds
-  // one batch (~0.8 MB) between flushes and the stage at most 16 MiB of batches before it is recreated.
+  // DuckDB keeps strings this long in overflow blocks: the tail's. ~19 MB were sent; the tail holds one batch
+  // (~0.8 MB) between flushes.
   const held = tags.OVERFLOW_STRINGS?.in_use_bytes ?? 0
   const sent = (BATCHES * PER_BATCH * INPUT_CHARS) / MiB
   t.ok(held / MiB < sent / 4, `long strings held: ${(held / MiB).toFixed(1)} MiB after ${BATCHES} flushes of ${sent.toFixed(0)} MiB`)

@@ -89,16 +89,14 @@ export const STRING_FIELDS = [
 export const MICROS_FIELDS = ['started_us', 'ended_us', 'deleted_us'] as const
 export const INT_FIELDS = ['run_step', 'run_step_end'] as const
 
-/** The shape DuckDB's from_json reads an encoded batch with (see encodeParts). */
-export const PARTS_JSON_TYPE = JSON.stringify([
-  {
-    ...Object.fromEntries(STRING_FIELDS.map((f) => [f, 'VARCHAR'])),
-    ...Object.fromEntries([...MICROS_FIELDS, ...INT_FIELDS].map((f) => [f, 'BIGINT'])),
-    input_refs: 'VARCHAR[]',
-    output_refs: 'VARCHAR[]',
-    usage: [{ model: 'VARCHAR', ...Object.fromEntries(USAGE_FIELDS.map((f) => [f, 'BIGINT'])) }],
-  },
-])
+/** An encoded part's columns as DuckDB's read_json takes them (`columns = …`; see encodeParts and Tail). */
+export const PART_READ_COLUMNS = `{${[
+  ...STRING_FIELDS.map((f) => `${f}: 'VARCHAR'`),
+  ...[...MICROS_FIELDS, ...INT_FIELDS].map((f) => `${f}: 'BIGINT'`),
+  "input_refs: 'VARCHAR[]'",
+  "output_refs: 'VARCHAR[]'",
+  `usage: 'STRUCT(model VARCHAR, ${USAGE_FIELDS.map((f) => `${f} BIGINT`).join(', ')})[]'`,
+].join(', ')}}`
 
 /** Latest non-null value of each field over a call's parts, in arrival order. */
 export const latest = (c: string) => `arg_max(${c}, seq) FILTER (WHERE ${c} IS NOT NULL) AS ${c}`

@@ -77,7 +77,7 @@ export function outOfMemory(e: unknown): boolean {
 }
 
 /** A full disk (or quota) is the operator's problem, not a bug: from Node's errno or DuckDB's message. */
-function diskFull(e: unknown): boolean {
+export function diskFull(e: unknown): boolean {
   const code = (e as { code?: unknown } | null)?.code
   if (code === 'ENOSPC' || code === 'EDQUOT') return true
   return e instanceof Error && /No space left on device|Disk quota exceeded/i.test(e.message)

@@ -41,7 +41,8 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   // Segment files never change once named (names are never reused): their footers can be cached,
   // which saves re-reading ten footers for every query of a large store.
   await writer.run('SET GLOBAL parquet_metadata_cache = true')
-  const tail = await Tail.create(writer)
+  // The tail's group files (see Tail.moveNow) sit beside DuckDB's spill, under the data directory.
+  const tail = await Tail.create(writer, path.join(path.dirname(spill), 'calls-tail'))
   const maint = await db.connect()
   const recovered: Recovered = { records: 0, parts: 0, truncatedBytes: 0, segments: manifest.segments.length, quarantined: 0 }
   // Replay every log the manifest still lists; only the last one takes appends.
@@ -118,26 +119,59 @@ async function quarantineDamage(dir: string, file: string, damaged: Buffer[]): P
   )
 }
 
-/** One log's records into the tail, numbered on from the storage's seq. */
+/** Log records a replay moves into the tail in one statement (a record read alone costs a statement each). */
+const REPLAY_GROUP_BYTES = 8 * 2 ** 20
+
+/**
+ * One log's records into the tail, numbered on from the storage's seq: a log's parts are numbered in a row, so
+ * records go in groups (see Tail.insertRecords). A group that fails goes again record by record, so that only a
+ * record DuckDB cannot read is set aside.
+ */
 async function replay(s: Storage, gen: number, records: Buffer[], task: Task): Promise<void> {
-  for (const r of records) {
-    task.advance()
-    let n: number
-    try {
-      n = await s.tail.insert(r, s.seq + 1n, gen)
-    } catch (e) {
-      // A record DuckDB cannot read would stop every start: it is set aside, whole, for inspection.
-      await fs.appendFile(path.join(s.dir, QUARANTINE), walRecord(r))
-      await fsyncPath(path.join(s.dir, QUARANTINE))
-      await fsyncPath(s.dir)
-      process.emitWarning(`calls store: a logged batch DuckDB cannot read was moved to ${QUARANTINE}: ${(e as Error).message}`)
-      s.tail.failure = null
-      s.recovered.quarantined++
-      continue
+  for (let i = 0; i < records.length;) {
+    let j = i + 1
+    for (let bytes = records[i]!.length; j < records.length && bytes + records[j]!.length <= REPLAY_GROUP_BYTES; j++)
+      bytes += records[j]!.length
+    const group = records.slice(i, j)
+    i = j
+    if (group.length > 1) {
+      const n = await s.tail.insertRecords(group, s.seq + 1n, gen).catch(() => null)
+      if (n !== null) {
+        task.advance(group.length)
+        replayed(s, gen, n, group)
+        continue
+      }
     }
-    s.seq += BigInt(n)
-    s.tail.counted(gen, n, r.length + 8)
-    s.recovered.records++
-    s.recovered.parts += n
+    for (const r of group) await replayOne(s, gen, r, task)
   }
+}
+
+async function replayOne(s: Storage, gen: number, r: Buffer, task: Task): Promise<void> {
+  task.advance()
+  let n: number
+  try {
+    n = await s.tail.insert(r, s.seq + 1n, gen)
+  } catch (e) {
+    // A record DuckDB cannot read would stop every start: it is set aside, whole, for inspection.
+    await fs.appendFile(path.join(s.dir, QUARANTINE), walRecord(r))
+    await fsyncPath(path.join(s.dir, QUARANTINE))
+    await fsyncPath(s.dir)
+    process.emitWarning(`calls store: a logged batch DuckDB cannot read was moved to ${QUARANTINE}: ${(e as Error).message}`)
+    s.tail.failure = null
+    s.recovered.quarantined++
+    return
+  }
+  replayed(s, gen, n, [r])
+}
+
+/** Counts replayed records holding n parts. */
+function replayed(s: Storage, gen: number, n: number, records: Buffer[]): void {
+  s.seq += BigInt(n)
+  s.tail.counted(
+    gen,
+    n,
+    records.reduce((a, r) => a + r.length + 8, 0),
+  )
+  s.recovered.records += records.length
+  s.recovered.parts += n
 }

@@ -84,7 +84,7 @@ export class Storage implements StorageState {
       throw e
     }
     this.tail.counted(gen, count, record.length)
-    void this.tail.insert(record.subarray(8), base, gen).then(
+    void this.tail.insert(record.subarray(8), base, gen, count).then(
       () => this.tail.released(gen),
       () => this.tail.released(gen),
     )

@@ -1,8 +1,10 @@
-import { blobValue, listValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api'
-import { DomainError, outOfMemory } from '../../core/errors.js'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { listValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api'
+import { DomainError, diskFull, outOfMemory } from '../../core/errors.js'
 import { Durations } from '../../core/durations.js'
-import { failpointCount } from '../../core/failpoints.js'
-import { PARTS_JSON_TYPE, PART_COLUMNS } from '../model.js'
+import { failpointCount, hit } from '../../core/failpoints.js'
+import { PART_COLUMNS, PART_READ_COLUMNS } from '../model.js'
 
 /** Tail rows also carry the number of the log they were appended to, so a flush takes exactly that log's parts. */
 const TAIL_COLUMNS = PART_COLUMNS + ', wal_gen INTEGER NOT NULL'
@@ -22,29 +24,40 @@ let oomFailpoint = failpointCount('tail-oom') ?? 0
  * held 1.7 of the store's 3 GiB in the soak when a commit could not pin a block) and as a flush empties the tail.
  */
 const OOM_RETRY_MS = 120_000
+/** Out of memory, or of disk for a group's file (see moveNow): both come back, so the batch is retried (see moveRetrying). */
+const shortOfRoom = (e: unknown) => outOfMemory(e) || diskFull(e)
 const OOM_BACKOFF_MAX_MS = 2_000
 
 /**
- * Encoded batches (see encodeParts) reach the tail in two steps: each is put in a one-row-per-batch
- * stage table, then one statement parses every staged batch and moves its parts into the tail. (A
- * batch bound straight into the insert as a parameter is a constant to DuckDB's optimizer, which then
- * folds the whole parse into one giant value and derives statistics from it: 3× the cost.)
+ * Encoded batches (see encodeParts) reach the tail as one JSON file per group: the batches' parts joined into one
+ * array, read by DuckDB's JSON reader straight into the tail's columns, each part numbered by its place in the
+ * file (WITH ORDINALITY). A group is a run of batches whose seqs follow on (see takeRun), so one number says where
+ * the run starts. The former way (each batch a row of a stage table, then one `from_json` of the staged batches
+ * into a list of structs, unnested) took ~1.35x the process CPU per part through the store, and ~1.45x in a
+ * replay (bench/README, Soak): the list and its unnest go, and so do the stage's insert per batch and its clean-up.
+ * $1: the group's file, $2: its first part's seq, $3: the log generation, $4: the file's size (no part is larger;
+ * DuckDB's reader refuses an object past it, and takes at least its default of 16 MiB).
  */
-const STAGE_COLUMNS = 'b BLOB NOT NULL, base BIGINT NOT NULL, gen INTEGER NOT NULL'
-const STAGE_SQL = 'INSERT INTO call_parts_stage VALUES ($1, $2, $3)'
-const STAGE_REBUILD_BYTES = 16 * 2 ** 20
 const MOVE_SQL = `INSERT INTO call_parts
-  SELECT base + i - 1, p.kind, p.project_id, p.id, p.trace_id, p.parent_id, p.thread_id, p.turn_id, p.op_name, p.display_name,
-    make_timestamp(p.started_us), make_timestamp(p.ended_us), make_timestamp(p.deleted_us),
-    p.attributes, p.inputs, p.output, p.summary, p.exception, p.user_id, p.run_id, p.run_step, p.run_step_end,
-    p.input_refs, p.output_refs, p.usage, gen
-  FROM (SELECT base, gen, unnest(j) AS p, generate_subscripts(j, 1) AS i
-    FROM (SELECT base, gen, from_json(decode(b), '${PARTS_JSON_TYPE}') AS j FROM call_parts_stage))`
+  SELECT $2 + ordinality - 1, kind, project_id, id, trace_id, parent_id, thread_id, turn_id, op_name, display_name,
+    make_timestamp(started_us), make_timestamp(ended_us), make_timestamp(deleted_us),
+    attributes, inputs, output, summary, exception, user_id, run_id, run_step, run_step_end,
+    input_refs, output_refs, usage, $3
+  FROM read_json($1, format = 'array', columns = ${PART_READ_COLUMNS}, maximum_object_size = $4) WITH ORDINALITY`
+const COMMA = Buffer.from(',')
+const OPEN = Buffer.from('[')
+const CLOSE = Buffer.from(']')
 
-interface Staged {
+/** A batch, the seq of its first part and its log generation. */
+interface Batch {
   batch: Buffer
   base: bigint
   gen: number
+}
+
+interface Staged extends Batch {
+  /** Its parts (unknown in a replay, which inserts one record at a time and counts what the insert added). */
+  count?: number
   resolve: (n: number) => void
   reject: (e: unknown) => void
 }
@@ -73,12 +86,11 @@ export class Tail {
   /** Batches waiting for the tail; they go in together, one statement for all (see drain). */
   private staged: Staged[] = []
   private inserting = false
-  private stageDirty = false
-  /** Batch bytes through the stage table since it was last recreated (see rebuildStage). */
-  private stagedSinceRebuild = 0
+  /** Group files written so far (each gets a new name: see moveNow). */
+  private files = 0
   /** The writer connection's last tail statement group (see serial). */
   private last: Promise<unknown> = Promise.resolve()
-  private insertStmts?: { stage: DuckDBPreparedStatement; move: DuckDBPreparedStatement }
+  private moveStmt?: DuckDBPreparedStatement
   /** Batches handed to the tail, and those through (in order: groups go in FIFO). */
   private stagedTotal = 0
   private movedTotal = 0
@@ -89,13 +101,17 @@ export class Tail {
   /** Parts acknowledged per log generation, for the tail's size after a flush. */
   private readonly partsByGen = new Map<number, { parts: number; bytes: number }>()
 
-  private constructor(private readonly writer: DuckDBConnection) {}
+  private constructor(
+    private readonly writer: DuckDBConnection,
+    private readonly fileDir: string,
+  ) {}
 
-  /** Creates the tail and stage tables on the writer connection. */
-  static async create(writer: DuckDBConnection): Promise<Tail> {
+  /** Creates the tail table on the writer connection; group files go in `fileDir` (emptied here). */
+  static async create(writer: DuckDBConnection, fileDir: string): Promise<Tail> {
+    await fs.rm(fileDir, { recursive: true, force: true })
+    await fs.mkdir(fileDir, { recursive: true })
     await writer.run(`CREATE TABLE call_parts (${TAIL_COLUMNS})`)
-    await writer.run(`CREATE TEMP TABLE call_parts_stage (${STAGE_COLUMNS})`)
-    return new Tail(writer)
+    return new Tail(writer, fileDir)
   }
 
   /** Bytes of acknowledged batches not yet in the tail table. */
@@ -160,24 +176,44 @@ export class Tail {
   }
 
   /**
-   * Adds an encoded batch to the tail; resolves with the number of parts its group added. DuckDB
+   * Adds an encoded batch of `count` parts to the tail; resolves with the number of parts its group added. DuckDB
    * parses the JSON on its own threads. Batches that arrive while an insert runs go in together with
    * the next one (a replay awaits each record, so there a group is one record and the number is its own).
    */
-  insert(batch: Buffer, base: bigint, gen: number): Promise<number> {
+  insert(batch: Buffer, base: bigint, gen: number, count?: number): Promise<number> {
     this.stagedTotal++
     this.stagedBytes += batch.length
     return new Promise((resolve, reject) => {
-      this.staged.push({ batch, base, gen, resolve, reject })
+      this.staged.push({ batch, base, gen, count, resolve, reject })
       if (!this.inserting) void this.drain()
     })
+  }
+
+  /**
+   * Log records of one generation whose parts are numbered in a row from `base` (a replay), in one statement; the
+   * number of parts they hold. Not retried: the replay goes record by record after a failure.
+   */
+  insertRecords(batches: Buffer[], base: bigint, gen: number): Promise<number> {
+    return this.move(batches.map((batch) => ({ batch, base, gen })))
+  }
+
+  /**
+   * The staged batches from the first on whose seqs follow on in one log generation (a group numbers its parts from
+   * its first seq). Batches are logged in seq order but may be handed over out of it; the rest wait for the next turn.
+   */
+  private takeRun(): Staged[] {
+    let n = 1
+    for (; n < this.staged.length; n++) {
+      const [a, b] = [this.staged[n - 1]!, this.staged[n]!]
+      if (a.count === undefined || b.gen !== a.gen || b.base !== a.base + BigInt(a.count)) break
+    }
+    return this.staged.splice(0, n)
   }
 
   private async drain(): Promise<void> {
     this.inserting = true
     while (this.staged.length > 0) {
-      const group = this.staged
-      this.staged = []
+      const group = this.takeRun()
       try {
         const n = await this.moveRetrying(group)
         for (const g of group) g.resolve(n)
@@ -198,13 +234,14 @@ export class Tail {
   /**
    * A group that runs DuckDB out of memory goes in again one batch at a time (a group parses all its batches in
    * one statement, so one at a time needs less), each retried with backoff while memory is short. A failed insert
-   * is one statement and leaves nothing behind, so a retry cannot add a part twice. Any other error is final.
+   * is one statement and leaves nothing behind, so a retry cannot add a part twice. A disk too full for the group's
+   * file is retried the same way (the batches are safe in the log meanwhile). Any other error is final.
    */
   private async moveRetrying(group: Staged[]): Promise<number> {
     try {
       return await this.move(group)
     } catch (e) {
-      if (!outOfMemory(e)) throw e
+      if (!shortOfRoom(e)) throw e
     }
     this.retrying = true
     try {
@@ -226,13 +263,13 @@ export class Tail {
       try {
         return await this.move([g])
       } catch (e) {
-        if (!outOfMemory(e) || Date.now() - since > OOM_RETRY_MS) throw e
+        if (!shortOfRoom(e) || Date.now() - since > OOM_RETRY_MS) throw e
       }
     }
   }
 
   /** One group of batches into the tail table (see moveNow), never beside a rebuild of the table (see drop). */
-  private move(group: Staged[]): Promise<number> {
+  private move(group: Batch[]): Promise<number> {
     return this.serial(() => this.timings.inserts.time(this.moveNow(group)))
   }
 
@@ -270,46 +307,44 @@ export class Tail {
       throw e
     }
     // The insert was prepared against the old table.
-    this.insertStmts?.move.destroySync()
-    this.insertStmts?.stage.destroySync()
-    this.insertStmts = undefined
-  }
-
-  /** One group of batches into the tail table, by way of the stage table; the number of parts it added. */
-  private async moveNow(group: Staged[]): Promise<number> {
-    this.insertStmts ??= { stage: await this.writer.prepare(STAGE_SQL), move: await this.writer.prepare(MOVE_SQL) }
-    const { stage, move } = this.insertStmts
-    // A clean-up that failed (out of memory too) left batches staged: a retry must not move them twice.
-    if (this.stageDirty) await this.writer.run('DELETE FROM call_parts_stage')
-    this.stageDirty = true
-    try {
-      if (tailFailpoint && group.some((g) => g.batch.includes(TAIL_MARKER))) throw new Error('failpoint tail-insert')
-      if (oomFailpoint > 0 && oomFailpoint--)
-        throw new Error('TransactionContext Error: Failed to commit: failed to pin block of size 256.0 KiB (failpoint tail-oom)')
-      for (const g of group) {
-        stage.bind([blobValue(g.batch), g.base, g.gen])
-        await stage.run()
-      }
-      return Number((await move.runAndReadAll()).getRowsJS()[0]?.[0] ?? 0)
-    } finally {
-      await this.writer.run('DELETE FROM call_parts_stage')
-      this.stageDirty = false
-      this.stagedSinceRebuild += group.reduce((a, g) => a + g.batch.length, 0)
-      if (this.stagedSinceRebuild > STAGE_REBUILD_BYTES) await this.rebuildStage()
-    }
+    this.moveStmt?.destroySync()
+    this.moveStmt = undefined
   }
 
   /**
-   * A temporary table is never checkpointed, so the batches deleted from the stage stayed in memory for good (19 MB
-   * after 19 MB of batches in test/tail-memory). Recreated empty every STAGE_REBUILD_BYTES of batches instead:
-   * the drop frees them, and the two statements are prepared again, a few ms per 16 MiB.
+   * One group of batches into the tail table, by way of a file holding their parts as one JSON array (a new name
+   * each time, removed after: DuckDB never sees two contents under one name); the number of parts it added.
    */
-  private async rebuildStage(): Promise<void> {
-    this.insertStmts?.move.destroySync()
-    this.insertStmts?.stage.destroySync()
-    this.insertStmts = undefined
-    await this.writer.run('DROP TABLE call_parts_stage')
-    await this.writer.run(`CREATE TEMP TABLE call_parts_stage (${STAGE_COLUMNS})`)
-    this.stagedSinceRebuild = 0
+  private async moveNow(group: Batch[]): Promise<number> {
+    this.moveStmt ??= await this.writer.prepare(MOVE_SQL)
+    if (tailFailpoint && group.some((g) => g.batch.includes(TAIL_MARKER))) throw new Error('failpoint tail-insert')
+    if (oomFailpoint > 0 && oomFailpoint--)
+      throw new Error('TransactionContext Error: Failed to commit: failed to pin block of size 256.0 KiB (failpoint tail-oom)')
+    const file = path.join(this.fileDir, `group-${++this.files}.json`)
+    const size = await writeGroup(file, group)
+    try {
+      this.moveStmt.bind([file, group[0]!.base, group[0]!.gen, Math.max(size, 1024)])
+      return Number((await this.moveStmt.runAndReadAll()).getRowsJS()[0]?.[0] ?? 0)
+    } finally {
+      await fs.rm(file, { force: true })
+    }
   }
+}
+
+/**
+ * Writes a group's parts to `file` as one JSON array; returns its size. A batch is an array of parts (encodeParts):
+ * one batch goes as it is, several as their insides joined by commas.
+ */
+async function writeGroup(file: string, group: Batch[]): Promise<number> {
+  hit('tail.file')
+  const inside = (b: Buffer) => b.subarray(1, -1)
+  const pieces =
+    group.length === 1 ? [group[0]!.batch] : [OPEN, ...group.flatMap((g, i) => (i ? [COMMA, inside(g.batch)] : [inside(g.batch)])), CLOSE]
+  const fh = await fs.open(file, 'w')
+  try {
+    await fh.writev(pieces)
+  } finally {
+    await fh.close()
+  }
+  return pieces.reduce((a, b) => a + b.length, 0)
 }
