@@ -4,21 +4,28 @@
  *
  *   npm run build && node dist/bench/query.js [--sizes 1000000,10000000] [--runs 7]
  *   node dist/bench/query.js --stores DIR1,DIR2 [--project bench/stats] [--runs 7]
+ *   [--clickhouse off]: leave the chdb side out (its load of 10M calls takes tens of minutes on a busy machine)
  *
  * Per size: scripts/gen-calls writes the store (segments of start and end parts, as flushes leave
  * them), or `--stores` names existing compacted stores (copied: segments hard-linked, never changed);
  * the store compacts them (timed: segment count, bytes per call before and after; with its page
  * index); then two weft servers serve the query over HTTP, one through the page index and one with
  * `WEFT_PAGE_INDEX=off` (pages merged from the parts), while the peer, a DuckDB instance in this
- * process, runs its best two-step query (ids, then rows) on the compacted Parquet. Runs alternate
- * between the three, each with the load average beside it; their answers are checked equal.
+ * process, runs its best two-step query (ids, then rows) on the compacted Parquet, and ClickHouse (chdb,
+ * in this process, when bench/peer-deps is installed) runs Weave's shape of the page on the backend's
+ * `calls_merged` table loaded from the same files. Runs alternate between the sides, each with the load
+ * average beside it; their answers are checked equal. Then one page is taken apart in-process (the ids
+ * step against the fetch of the whole calls, wall and CPU time), as bench/README.md reports it.
  * Writes bench/results/query-<stamp>.json and .svg.
  */
 import { copyFileSync, linkSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import os from 'node:os'
 import path from 'node:path'
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api'
 import { CallStore } from '../src/calls/store.js'
+import { querySql } from '../src/calls/read/order.js'
+import { CALL_FIELDS, CALLS_MERGED, createTable } from '../src/clickhouse/schema.js'
 import { parseFlags } from '../src/core/config.js'
 import { ROOT_DIR, VERSION } from '../src/core/version.js'
 import { genCalls } from '../scripts/gen-calls.js'
@@ -39,7 +46,7 @@ const QUERY = {
   project_id: PROJECT,
   filter: { op_names: [OP], trace_roots_only: true },
   query: { $expr: { $gt: [{ $getField: 'summary.weave.latency_ms' }, { $literal: MIN_LATENCY_MS }] } },
-  sort_by: [{ field: 'started_at', direction: 'desc' }],
+  sort_by: [{ field: 'started_at', direction: 'desc' as const }],
   limit: 100,
 }
 
@@ -90,6 +97,13 @@ async function timed<T>(f: () => Promise<T>): Promise<{ ms: number; out: T }> {
 
 type Json = { id: string }[]
 
+/** Seconds until a server's `/ready` answers 200 (nothing warming up: log replay, rollups). */
+async function ready(url: string): Promise<number> {
+  const t = performance.now()
+  while ((await fetch(url + '/ready')).status !== 200) await new Promise((r) => setTimeout(r, 500))
+  return (performance.now() - t) / 1000
+}
+
 /** A page from a weft server, as the client reads it. */
 function weftClient(url: string) {
   const auth = 'Basic ' + Buffer.from('api:' + KEY).toString('base64')
@@ -119,6 +133,113 @@ function peerClient(conn: DuckDBConnection, files: string[]) {
       .map((r) => JSON.stringify(r))
       .map((l) => JSON.parse(l) as { id: string })
   }
+}
+
+interface ChSession {
+  query(sql: string, format?: string): string
+  cleanup?: () => void
+}
+function loadChdb(): { Session: new (dir?: string) => ChSession } | null {
+  try {
+    return createRequire(path.join(ROOT_DIR, 'bench', 'peer-deps', 'package.json'))('chdb') as { Session: new (dir?: string) => ChSession }
+  } catch {
+    return null
+  }
+}
+
+/** The merged value of a `calls_merged` field (a tuple of seq and value; see src/clickhouse/schema.ts). */
+const v = (c: string) => `max(${c}).2`
+const LAYOUT = { database: 'default' }
+
+/**
+ * ClickHouse (chdb) with the backend's `calls_merged` (Weave's AggregatingMergeTree ordered by project and id,
+ * each field the latest by seq) loaded from the compacted files (one row per call there, so seq 1). Timed.
+ */
+function loadChdbCalls(ch: ChSession, files: string[]): number {
+  const t = performance.now()
+  ch.query(createTable(LAYOUT, CALLS_MERGED)[0]!)
+  const fields = CALLS_MERGED.columns
+    .filter((c) => / SimpleAggregateFunction\(max, Tuple/.test(c))
+    .map((c) => c.split(' ')[0]!)
+    .map((c) => `(toUInt64(1), ${c}) AS ${c}`)
+  for (const f of files)
+    ch.query(`INSERT INTO default.calls_merged (project_id, id, ${fields.map((x) => x.split(' AS ')[1]).join(', ')}, deleted_at, input_refs, output_refs, updated_at)
+      SELECT project_id, id, ${fields.join(', ')}, deleted_at, input_refs, output_refs, now64(3) FROM file('${f}', Parquet)`)
+  ch.query('OPTIMIZE TABLE default.calls_merged FINAL')
+  return (performance.now() - t) / 1000
+}
+
+/**
+ * Weave's page over calls_merged: the page's ids from the light fields (merged per call by GROUP BY, conditions
+ * in HAVING, rows narrowed by op first as Weave's query builder does), then the rows of those ids with the
+ * large fields. Values are spliced (bench constants and ids read back from ClickHouse, never a client's).
+ */
+function chdbClient(ch: ChSession) {
+  return async (): Promise<Json> => {
+    const ids = ch
+      .query(
+        `SELECT id FROM default.calls_merged
+          WHERE project_id = '${PROJECT}' AND (op_name.2 = '${OP}' OR op_name.2 IS NULL)
+          GROUP BY project_id, id
+          HAVING max(deleted_at) IS NULL AND ${v('op_name')} = '${OP}' AND ${v('parent_id')} IS NULL AND ${v('started_at')} IS NOT NULL
+            AND toUnixTimestamp64Milli(${v('ended_at')}) - toUnixTimestamp64Milli(${v('started_at')}) > ${MIN_LATENCY_MS}
+          ORDER BY ${v('started_at')} DESC, id LIMIT 100`,
+        'JSONEachRow',
+      )
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => (JSON.parse(l) as { id: string }).id)
+    if (ids.length === 0) return []
+    const out = CALL_FIELDS.map(([c]) => c)
+    return ch
+      .query(
+        `SELECT project_id, id, ${out.map((c) => `${v(c)} AS ${c}`).join(', ')} FROM default.calls_merged
+          WHERE project_id = '${PROJECT}' AND id IN (${ids.map((id) => `'${id}'`).join(', ')})
+          GROUP BY project_id, id HAVING max(deleted_at) IS NULL ORDER BY started_at DESC, id`,
+        'JSONEachRow',
+      )
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { id: string })
+  }
+}
+
+/**
+ * One page taken apart in-process on the store (after the servers stopped): the ids step (every statement
+ * before the fetch) against the fetch of the 100 whole calls, wall and CPU milliseconds (the CPU of this
+ * process, DuckDB's threads included: less moved by other work on the machine than wall time).
+ */
+async function pageSteps(dir: string) {
+  const store = await CallStore.open(dir, { flushIntervalMs: 0 })
+  const out: { ids_ms: number; ids_cpu_ms: number; fetch_ms: number; fetch_cpu_ms: number; load: number }[] = []
+  try {
+    for (let r = 0; r < runs; r++) {
+      const conn = await store.connect()
+      try {
+        const cpu0 = process.cpuUsage()
+        const t0 = performance.now()
+        const { sql, params } = await querySql(PROJECT, QUERY, async (s, p) => (await conn.runAndReadAll(s, p.values)).getRowObjectsJS())
+        const t1 = performance.now()
+        const cpu1 = process.cpuUsage()
+        await conn.runAndReadAll(sql, params.values)
+        const fetchCpu = process.cpuUsage(cpu1)
+        const idsCpu = { user: cpu1.user - cpu0.user, system: cpu1.system - cpu0.system }
+        const ms = (x: number) => Math.round(x * 10) / 10
+        out.push({
+          ids_ms: ms(t1 - t0),
+          ids_cpu_ms: ms((idsCpu.user + idsCpu.system) / 1000),
+          fetch_ms: ms(performance.now() - t1),
+          fetch_cpu_ms: ms((fetchCpu.user + fetchCpu.system) / 1000),
+          load: Math.round(os.loadavg()[0]! * 10) / 10,
+        })
+      } finally {
+        conn.closeSync()
+      }
+    }
+  } finally {
+    await store.close()
+  }
+  return out
 }
 
 /** Compacts (or, when already compacted, indexes) a prepared store, timed. */
@@ -154,6 +275,9 @@ async function measure(sides: Record<string, () => Promise<Json>>) {
 async function main(): Promise<void> {
   const results: Record<string, unknown> = {}
   const rows: { label: string; min: number; median: number; max: number }[] = []
+  const chdbLib = flags.clickhouse === 'off' ? null : loadChdb()
+  if (!chdbLib && flags.clickhouse !== 'off')
+    process.stdout.write('chdb not installed (npm --prefix bench/peer-deps install): ClickHouse peer skipped\n')
   for (const size of sizes) {
     const { dir, n: generated, gen } = await prepareStore(size)
     if (gen) process.stdout.write(`${generated} calls: generated ${gen.out.length} segments in ${(gen.ms / 1000).toFixed(1)} s\n`)
@@ -162,23 +286,53 @@ async function main(): Promise<void> {
     process.stdout.write(
       `${size}: compaction (with page index) ${compaction_s} s, ${after.segments} segments, ${(after.bytes / n).toFixed(1)} bytes/call\n`,
     )
+    // ClickHouse loads first: chdb's calls are synchronous (as in bench/stats.ts).
+    const chDir = mkdtempSync(path.join(os.tmpdir(), 'weft-query-chdb-'))
+    const ch = chdbLib ? new chdbLib.Session(chDir) : null
+    const chLoadS = ch ? loadChdbCalls(ch, files) : null
+    if (ch) process.stdout.write(`  ClickHouse calls_merged load ${chLoadS!.toFixed(1)} s\n`)
     const oldDir = twin(dir)
     // The merge path takes seconds at 10M on a loaded machine: no 504s in the bench.
     const env = { WEFT_ACCESS_LOG: 'false', WEFT_CALLS_FLUSH_INTERVAL_MS: '0', WEFT_QUERY_TIMEOUT_MS: '600000' }
     const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, env })
     const old = await startWeft({ root: ROOT_DIR, dataDir: oldDir, key: KEY, env: { ...env, WEFT_PAGE_INDEX: 'off' } })
+    // Measured once both have warmed up: a rollup build right after start took the page from ~0.15 s to 0.35-0.6 s.
+    const warmupS = await Promise.all([ready(server.url), ready(old.url)])
+    process.stdout.write(`  servers ready after ${warmupS.map((x) => x.toFixed(1)).join(' and ')} s\n`)
     const db = await DuckDBInstance.create(':memory:')
     const conn = await db.connect()
-    const m = await measure({ weft: weftClient(server.url), weft_merge: weftClient(old.url), duckdb: peerClient(conn, files) })
-    conn.closeSync()
-    db.closeSync()
-    await Promise.all([server.stop(), old.stop()])
-    for (const d of [dir, oldDir]) rmSync(d, { recursive: true, force: true })
+    const sides: Record<string, () => Promise<Json>> = {
+      weft: weftClient(server.url),
+      weft_merge: weftClient(old.url),
+      duckdb: peerClient(conn, files),
+    }
+    if (ch) sides.clickhouse = chdbClient(ch)
+    // Answers that differ end the run: the servers stop first, or they would outlive it.
+    const m = await measure(sides).finally(async () => {
+      conn.closeSync()
+      db.closeSync()
+      ch?.cleanup?.()
+      await Promise.all([server.stop(), old.stop()])
+    })
+    const steps = await pageSteps(dir)
+    for (const d of [dir, oldDir, chDir]) rmSync(d, { recursive: true, force: true })
     const s = Object.fromEntries(Object.entries(m.ms).map(([k, v]) => [k, spread(v)]))
     process.stdout.write(
       `  ${Object.entries(s)
         .map(([k, v]) => `${k} ${v.min}/${v.median}/${v.max} ms`)
         .join(', ')}; load ${Math.min(...m.load)}-${Math.max(...m.load)}\n`,
+    )
+    const stepSpread = (k: 'ids_ms' | 'ids_cpu_ms' | 'fetch_ms' | 'fetch_cpu_ms') => spread(steps.map((x) => x[k]))
+    const breakdown = {
+      ids_ms: stepSpread('ids_ms'),
+      ids_cpu_ms: stepSpread('ids_cpu_ms'),
+      fetch_ms: stepSpread('fetch_ms'),
+      fetch_cpu_ms: stepSpread('fetch_cpu_ms'),
+    }
+    process.stdout.write(
+      `  in-process: ${Object.entries(breakdown)
+        .map(([k, x]) => `${k} ${Math.round(x.min)}/${Math.round(x.median)}/${Math.round(x.max)}`)
+        .join(', ')}; load ${Math.min(...steps.map((x) => x.load))}-${Math.max(...steps.map((x) => x.load))}\n`,
     )
     results[String(n)] = {
       calls: n,
@@ -186,6 +340,9 @@ async function main(): Promise<void> {
       generate_s: gen ? Math.round(gen.ms) / 1000 : null,
       compaction_s,
       after_compaction: { ...after, bytes_per_call: after.bytes / n },
+      clickhouse_load_s: chLoadS,
+      servers_ready_s: warmupS,
+      page_steps: { ...breakdown, runs: steps },
       rows_returned: m.rows_returned,
       ms: s,
       load_average: m.load,
@@ -209,6 +366,9 @@ function writeResults(results: Record<string, unknown>, rows: { label: string; m
       query: QUERY,
       weft: 'through the page index; weft_merge: the same server with WEFT_PAGE_INDEX=off (pages merged from the parts)',
       peer: 'DuckDB (@duckdb/node-api, in the bench process) on the same compacted Parquet files, ids first, then the rows',
+      clickhouse:
+        "chdb (in the bench process) with the ClickHouse backend's calls_merged (src/clickhouse/schema.ts) loaded from the same files; Weave's shape: ids from the light fields (GROUP BY, HAVING), then the rows of those ids",
+      page_steps: 'one page in-process on the store after the servers stopped: the ids step against the fetch, wall and CPU ms',
       runs,
     },
     results,
@@ -217,7 +377,7 @@ function writeResults(results: Record<string, unknown>, rows: { label: string; m
   writeFileSync(base + '.json', JSON.stringify(doc, null, 2) + '\n')
   writeFileSync(
     base + '.svg',
-    spreadChart(`weft ${VERSION} /calls/stream_query, page of 100 (filter, $expr, sort) vs DuckDB on the same Parquet`, 'ms', rows),
+    spreadChart(`weft ${VERSION} /calls/stream_query, page of 100 (filter, $expr, sort) vs DuckDB and ClickHouse (chdb)`, 'ms', rows),
   )
   process.stdout.write(`wrote ${base}.json and .svg\n`)
 }
