@@ -2,19 +2,16 @@
  * The house rules, checked on every `npm test` (docs/architecture.md):
  * - imports run downhill and nothing imports in a circle, between files or between folders
  *   (dependency-cruiser with .dependency-cruiser.cjs, plus the folder graph computed here);
- * - no source file over 500 lines, no function over 60 unless its comment says why (scripts/house.ts);
- * - the whole tree is formatted (prettier --check);
- * - the tests type-check (tsconfig.test.json): they run transpiled, types stripped (scripts/build-tests.ts), so
- *   nothing else would see a test that calls an API that no longer exists.
+ * - no source file over 500 lines, no function over 60 unless its comment says why (scripts/house.ts).
+ * The formatting (prettier) and the tests' type check are in test/house-format and test/house-types.
  */
 import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { check, MAX_FILE_LINES, MAX_FUNCTION_LINES } from '../scripts/house.js'
+import { bin } from './helpers/house-tool.js'
 import { ROOT } from './helpers/server.js'
-
-const bin = (name: string) => path.join(ROOT, 'node_modules', '.bin', name)
 
 /** What statistics must not name: the store's view of parts, a part's seq, its DuckDB connection. */
 const STORE_INTERNALS: [string, RegExp][] = [
@@ -146,22 +143,4 @@ t.test(`no file over ${MAX_FILE_LINES} lines, no function over ${MAX_FUNCTION_LI
   const broken = findings.filter((f) => !f.excused).map((f) => `${f.file}:${f.line} ${f.what} ${f.name} (${f.lines} lines)`)
   t.same(broken, [], 'every long file and function')
   for (const f of findings.filter((x) => x.excused)) t.comment(`excused: ${f.file}:${f.line} ${f.name} (${f.lines} lines): ${f.excused}`)
-})
-
-/** What a tool printed when it failed ('' when it passed). */
-function failure(name: string, args: string[]): string {
-  try {
-    execFileSync(bin(name), args, { cwd: ROOT, stdio: 'pipe' })
-    return ''
-  } catch (e) {
-    return String((e as { stdout?: Buffer }).stdout ?? e)
-  }
-}
-
-t.test('the tree is formatted (prettier --check)', async (t) => {
-  t.equal(failure('prettier', ['--check', '.']), '', 'prettier --check . passes')
-})
-
-t.test('the tests type-check (tsc -p tsconfig.test.json)', async (t) => {
-  t.equal(failure('tsc', ['-p', 'tsconfig.test.json']), '', 'no type error in src, workers or test')
 })
