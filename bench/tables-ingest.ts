@@ -5,7 +5,8 @@
  * `digests` (every chunk its own table, four requests at a time, then `/table/create_from_digests`). Each table
  * digest is checked against the one computed from the generated rows. Prints MB/s (row JSON bytes over wall time)
  * per run and min / median / max, with the load average before and after, and the server's CPU per MB (all its
- * threads, and its main thread alone); writes every run to bench/results/tables-ingest-<stamp>.json.
+ * threads, and its main thread alone) and its RSS after each run (and peak); writes every run to
+ * bench/results/tables-ingest-<stamp>.json.
  *
  *   npm run build && node dist/bench/tables-ingest.js [--rows 10000,100000] [--runs 2] [--upload update,digests] [--roots /a,/b]
  */
@@ -40,6 +41,14 @@ function cpuSeconds(pid: number | null, file = 'stat'): number {
   return (Number(fields[11]) + Number(fields[12])) / 100
 }
 
+/** The server's resident memory now and at its peak (`VmRSS`, `VmHWM` of /proc), in MB. */
+function rssMb(pid: number | null): { rss: number; peak: number } {
+  if (pid === null) return { rss: NaN, peak: NaN }
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN)
+  return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 }
+}
+
 /** CPU seconds of the server's main thread alone (its event loop: what one request at a time cannot spread). */
 const mainCpuSeconds = (pid: number | null) => cpuSeconds(pid, `task/${pid}/stat`)
 
@@ -59,6 +68,7 @@ async function side(root: string) {
     rates: [] as number[],
     cpuPerMb: [] as number[],
     mainPerMb: [] as number[],
+    peakRss: 0,
     async stop() {
       await server.stop()
       rmSync(dataDir, { recursive: true, force: true })
@@ -87,6 +97,8 @@ for (const n of sizes) {
           if (digest !== tableDigestOf(d.digests)) throw new Error(`table digest differs from the generated rows' (${digest})`)
           const cpu = cpuSeconds(x.pid) - cpu0
           const main = mainCpuSeconds(x.pid) - main0
+          const mem = rssMb(x.pid)
+          x.peakRss = Math.max(x.peakRss, mem.peak)
           x.rates.push(d.bytes / 1e6 / s)
           x.cpuPerMb.push((cpu * 1000) / (d.bytes / 1e6))
           x.mainPerMb.push((main * 1000) / (d.bytes / 1e6))
@@ -99,12 +111,14 @@ for (const n of sizes) {
             s,
             cpu_s: cpu,
             main_cpu_s: main,
+            rss_mb: mem.rss,
+            peak_rss_mb: mem.peak,
             load_before: before,
             load_after: load(),
           })
           const mbs = (d.bytes / 1e6 / s).toFixed(1)
           console.log(
-            `${x.root} ${n} rows ${mode} run ${r + 1}: ${(d.bytes / 1e6).toFixed(1)} MB in ${s.toFixed(2)} s = ${mbs} MB/s, server CPU ${cpu.toFixed(1)} s (main thread ${main.toFixed(1)} s) (load ${before} → ${load()})`,
+            `${x.root} ${n} rows ${mode} run ${r + 1}: ${(d.bytes / 1e6).toFixed(1)} MB in ${s.toFixed(2)} s = ${mbs} MB/s, server CPU ${cpu.toFixed(1)} s (main thread ${main.toFixed(1)} s), RSS ${mem.rss.toFixed(0)} MB (peak ${mem.peak.toFixed(0)}) (load ${before} → ${load()})`,
           )
         }
       }
@@ -114,7 +128,9 @@ for (const n of sizes) {
     for (const x of sides) {
       const [sp, c, m] = [spread(x.rates), spread(x.cpuPerMb), spread(x.mainPerMb)]
       const f = (v: Spread) => `${v.min.toFixed(1)} / ${v.median.toFixed(1)} / ${v.max.toFixed(1)}`
-      console.log(`${x.root} ${n} rows ${mode}: MB/s min / median / max ${f(sp)}; server CPU ms per MB ${f(c)}, main thread ${f(m)}`)
+      console.log(
+        `${x.root} ${n} rows ${mode}: MB/s min / median / max ${f(sp)}; server CPU ms per MB ${f(c)}, main thread ${f(m)}; peak RSS ${x.peakRss.toFixed(0)} MB`,
+      )
     }
   }
 }

@@ -42,6 +42,31 @@ t.test('a failed commit leaves hints only: the same rows are written again, righ
   t.same(await page(r.json.digest), a, 'every row reads back')
 })
 
+/** Written by the next test; its rows are counted in the catalog by the one after, which stops the server anyway. */
+const race = { project: 'acme/race' }
+
+t.test('concurrent writes sharing rows: each table right (stored once: counted in the next test)', async (t) => {
+  // Four creates and an append in flight at once, all holding the same 150 rows in different orders beside their
+  // own: only the serialised writes and the row index keep the shared rows single (migration 9 dropped the key).
+  const R = race.project
+  const shared = rows(0, 150, 'shared')
+  const own = (k: number) => rows(1000 * (k + 1), 40, `own${k}`)
+  const base = await post('/table/create', { table: { project_id: R, rows: own(9) } })
+  const tables = [0, 1, 2, 3].map((k) => (k % 2 ? [...own(k), ...shared] : [...shared].reverse().concat(own(k))))
+  const writes = await Promise.all([
+    ...tables.map((r) => post('/table/create', { table: { project_id: R, rows: r } })),
+    post('/table/update', { project_id: R, base_digest: base.json.digest, updates: shared.map((row) => ({ append: { row } })) }),
+  ])
+  t.same(
+    writes.map((w) => w.status),
+    [200, 200, 200, 200, 200],
+  )
+  t.same(
+    writes.slice(0, 4).map((w) => w.json.digest),
+    tables.map((r) => tableDigest(r.map(rowDigest))),
+  )
+})
+
 t.test('rows already stored are found (and not stored twice) in one process and after a restart', async (t) => {
   const a = rows(0, 300, 'a')
   const b = rows(1000, 200, 'b')
@@ -68,9 +93,11 @@ t.test('rows already stored are found (and not stored twice) in one process and 
   const db = await DuckDBInstance.create(`${dataDir}/catalog.duckdb`)
   const conn = await db.connect()
   const n = (await conn.runAndReadAll(`SELECT count(*), count(DISTINCT digest) FROM table_rows WHERE project_id = '${P}'`)).getRows()[0]!
+  const raced = await conn.runAndReadAll(`SELECT count(*), count(DISTINCT digest) FROM table_rows WHERE project_id = '${race.project}'`)
   conn.closeSync()
   db.closeSync()
   t.same(n.map(Number), [550, 550], 'each distinct row stored once: 300 a + 200 b + 50 c')
+  t.same(raced.getRows()[0]!.map(Number), [150 + 5 * 40, 150 + 5 * 40], 'the concurrent writes: 150 shared rows and 5 x 40 own, once each')
   s = await startServer({ dataDir, key: s.key })
 })
 

@@ -193,4 +193,24 @@ export const MIGRATIONS: Migration[] = [
         WHERE project_id = l.p AND object_id = l.o AND digest = l.d`,
     ],
   },
+  {
+    version: 9,
+    name: 'table_rows_without_key',
+    statements: [
+      // The `(project_id, digest)` key is dropped: no lookup used it (DuckDB plans a scan of the project's digests
+      // for `digest IN …` with or without it), yet every appended row was checked against it on the event loop
+      // and its index grew and was rewritten at each checkpoint. Rows stay stored once per project and digest
+      // because writes are serialised and each asks the project's row index first (table-row-index.ts). DuckDB
+      // drops no constraint in place, so the table is copied as in version 7, seqs and their order kept.
+      `CREATE TABLE table_rows_v9 (
+        project_id VARCHAR NOT NULL,
+        digest VARCHAR NOT NULL,
+        val_dump VARCHAR NOT NULL,
+        seq BIGINT NOT NULL UNIQUE DEFAULT nextval('table_row_seq')
+      )`,
+      `INSERT INTO table_rows_v9 SELECT project_id, digest, val_dump, seq FROM table_rows ORDER BY seq`,
+      `DROP TABLE table_rows`,
+      `ALTER TABLE table_rows_v9 RENAME TO table_rows`,
+    ],
+  },
 ]

@@ -218,11 +218,12 @@ export async function storedRows(q: Reader, project: string, digests: string[], 
 }
 
 /**
- * Rows not yet stored, appended (db.ts `append`); answers every row's seq. Asking which are stored first
- * (storedRows) is much cheaper than ON CONFLICT, whose cost grows with the project's rows (writes are serialised,
- * so nothing slips in between). The seqs are drawn from the sequence first, as the appender fills no defaults;
- * the new rows go into the index before the commit (an index entry is a hint, checked on use). The project and
- * the seqs go in whole per data chunk (append-columns.ts), not value by value.
+ * Rows not yet stored, appended (db.ts `append`); answers every row's seq. This lookup is what stores each row once
+ * per project and digest: `table_rows` has no key on them (migration 9: its index was checked on every append and
+ * never used for a lookup), and writes are serialised, so nothing slips in between the lookup and the append. The
+ * seqs are drawn from the sequence first, as the appender fills no defaults; the new rows go into the index before
+ * the commit (an index entry is a hint, checked on use). The project and the seqs go in whole per data chunk
+ * (append-columns.ts), not value by value.
  */
 export async function insertRows(tx: Tx, project: string, rows: Rows, index: RowIndex | null): Promise<Map<string, number>> {
   const unique = new Map<string, string>()

@@ -7,8 +7,9 @@ interface Reader {
 
 /**
  * Which of a request's row digests the project already stores, without a scan. DuckDB answers a lookup of
- * `(project_id, digest)` pairs by scanning the project's every row digest (it never uses that key's index for it:
- * `EXPLAIN` shows a sequential scan; 10,000 digests at 1M rows took 0.17-1.1 s on a loaded machine). So each
+ * `(project_id, digest)` pairs by scanning the project's every row digest (it never used the key's index that
+ * migration 9 dropped: `EXPLAIN` shows a sequential scan; 10,000 digests at 1M rows took 0.17-1.1 s on a loaded
+ * machine). This lookup is also what keeps a project's rows unique, as no key does any longer. So each
  * project written to gets an in-memory hash table of its rows' digest keys to their `seq`, built from the catalog at
  * its first write in this process and added to by every write after (writes are serialised, and nothing else writes
  * `table_rows`). A new project's index starts empty, so a dataset ingest never pays for the build.
