@@ -35,6 +35,8 @@ const OOM_BACKOFF_MAX_MS = 2_000
  * the run starts. The former way (each batch a row of a stage table, then one `from_json` of the staged batches
  * into a list of structs, unnested) took ~1.35x the process CPU per part through the store, and ~1.45x in a
  * replay (bench/README, Soak): the list and its unnest go, and so do the stage's insert per batch and its clean-up.
+ * The heavy JSON columns mostly arrive as JSON strings (RawJson.exact, encodeParts), which DuckDB copies into their
+ * VARCHAR columns; an object or array is parsed and written back as text, which took half the insert's CPU.
  * $1: the group's file, $2: its first part's seq, $3: the log generation, $4: the file's size (no part is larger;
  * DuckDB's reader refuses an object past it, and takes at least its default of 16 MiB).
  */
