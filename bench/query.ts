@@ -9,8 +9,9 @@
  * Per size: scripts/gen-calls writes the store (segments of start and end parts, as flushes leave
  * them), or `--stores` names existing compacted stores (copied: segments hard-linked, never changed);
  * the store compacts them (timed: segment count, bytes per call before and after; with its page
- * index); then two weft servers serve the query over HTTP, one through the page index and one with
- * `WEFT_PAGE_INDEX=off` (pages merged from the parts), while the peer, a DuckDB instance in this
+ * index); then three weft servers serve the query over HTTP, one through the page index and one with
+ * `WEFT_PAGE_INDEX=off` (pages merged from the parts), a third with `WEFT_PAGE_BLOCKS=off` (calls fetched by id
+ * rather than from the block files), while the peer, a DuckDB instance in this
  * process, runs its best two-step query (ids, then rows) on the compacted Parquet, and ClickHouse (chdb,
  * in this process, when bench/peer-deps is installed) runs Weave's shape of the page on the backend's
  * `calls_merged` table loaded from the same files. Runs alternate between the sides, each with the load
@@ -24,7 +25,9 @@ import os from 'node:os'
 import path from 'node:path'
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api'
 import { CallStore } from '../src/calls/store.js'
-import { querySql } from '../src/calls/read/order.js'
+import { fetchSql, pagePlan } from '../src/calls/read/order.js'
+import { pageCalls } from '../src/calls/read/page-fetch.js'
+import { writeBlockFile } from '../src/calls/storage/page-blocks.js'
 import { CALL_FIELDS, CALLS_MERGED, createTable } from '../src/clickhouse/schema.js'
 import { parseFlags } from '../src/core/config.js'
 import { ROOT_DIR, VERSION } from '../src/core/version.js'
@@ -84,7 +87,8 @@ function twin(dir: string): string {
   const out = mkdtempSync(path.join(os.tmpdir(), 'weft-query-old-'))
   mkdirSync(path.join(out, 'calls'))
   for (const f of readdirSync(path.join(dir, 'calls')))
-    if (f.endsWith('.parquet') || f.endsWith('.pidx')) linkSync(path.join(dir, 'calls', f), path.join(out, 'calls', f))
+    if (f.endsWith('.parquet') || f.endsWith('.pidx') || f.endsWith('.pblk'))
+      linkSync(path.join(dir, 'calls', f), path.join(out, 'calls', f))
     else if (f !== 'LOCK') copyFileSync(path.join(dir, 'calls', f), path.join(out, 'calls', f))
   return out
 }
@@ -207,29 +211,41 @@ function chdbClient(ch: ChSession) {
 /**
  * One page taken apart in-process on the store (after the servers stopped): the ids step (every statement
  * before the fetch) against the fetch of the 100 whole calls, wall and CPU milliseconds (the CPU of this
- * process, DuckDB's threads included: less moved by other work on the machine than wall time).
+ * process, DuckDB's threads included: less moved by other work on the machine than wall time). The fetch two
+ * ways in turn: from the block files (and parsed into calls, as a page answers), and by id as before (the
+ * statement alone, rows not turned into calls).
  */
 async function pageSteps(dir: string) {
   const store = await CallStore.open(dir, { flushIntervalMs: 0 })
-  const out: { ids_ms: number; ids_cpu_ms: number; fetch_ms: number; fetch_cpu_ms: number; load: number }[] = []
+  const out: Record<string, number>[] = []
+  const ms = (x: number) => Math.round(x * 10) / 10
+  const cpuMs = (c: NodeJS.CpuUsage) => ms((c.user + c.system) / 1000)
   try {
     for (let r = 0; r < runs; r++) {
       const conn = await store.connect()
       try {
+        const readAll = async (s: string, p: { values: unknown[] }) => (await conn.runAndReadAll(s, p.values as never)).getRowObjectsJS()
         const cpu0 = process.cpuUsage()
         const t0 = performance.now()
-        const { sql, params } = await querySql(PROJECT, QUERY, async (s, p) => (await conn.runAndReadAll(s, p.values)).getRowObjectsJS())
+        const plan = (await pagePlan(PROJECT, QUERY, readAll))!
         const t1 = performance.now()
         const cpu1 = process.cpuUsage()
-        await conn.runAndReadAll(sql, params.values)
-        const fetchCpu = process.cpuUsage(cpu1)
-        const idsCpu = { user: cpu1.user - cpu0.user, system: cpu1.system - cpu0.system }
-        const ms = (x: number) => Math.round(x * 10) / 10
+        const calls = await pageCalls(path.join(dir, 'calls'), PROJECT, plan, readAll, () => {})
+        const t2 = performance.now()
+        const cpu2 = process.cpuUsage()
+        const { sql, params } = fetchSql(PROJECT, plan.ids)
+        const rows = await conn.runAndReadAll(sql, params.values)
+        const t3 = performance.now()
+        if (calls.length !== rows.currentRowCount)
+          throw new Error(`the block fetch gave ${calls.length} calls, by id ${rows.currentRowCount}`)
         out.push({
           ids_ms: ms(t1 - t0),
-          ids_cpu_ms: ms((idsCpu.user + idsCpu.system) / 1000),
-          fetch_ms: ms(performance.now() - t1),
-          fetch_cpu_ms: ms((fetchCpu.user + fetchCpu.system) / 1000),
+          ids_cpu_ms: cpuMs({ user: cpu1.user - cpu0.user, system: cpu1.system - cpu0.system }),
+          fetch_ms: ms(t2 - t1),
+          fetch_cpu_ms: cpuMs({ user: cpu2.user - cpu1.user, system: cpu2.system - cpu1.system }),
+          fetch_by_id_ms: ms(t3 - t2),
+          fetch_by_id_cpu_ms: cpuMs(process.cpuUsage(cpu2)),
+          located: plan.located.length,
           load: Math.round(os.loadavg()[0]! * 10) / 10,
         })
       } finally {
@@ -242,6 +258,26 @@ async function pageSteps(dir: string) {
   return out
 }
 
+/** The block files' bytes, and the time to write them again (to a scratch name): the cost they add to a compaction. */
+async function blockCost(store: CallStore, dir: string) {
+  const conn = await store.connect()
+  let bytes = 0
+  const cpu0 = process.cpuUsage()
+  const t0 = performance.now()
+  try {
+    for (const s of store.segments.filter((x) => x.blocks)) {
+      bytes += statSync(path.join(dir, 'calls', s.blocks!)).size
+      const scratch = path.join(dir, 'calls', 'blk-rewrite.tmp')
+      await writeBlockFile(conn, path.join(dir, 'calls', s.file), scratch)
+      rmSync(scratch, { force: true })
+    }
+  } finally {
+    conn.closeSync()
+  }
+  const cpu = process.cpuUsage(cpu0)
+  return { bytes, write_s: Math.round(performance.now() - t0) / 1000, write_cpu_s: Math.round((cpu.user + cpu.system) / 1000) / 1000 }
+}
+
 /** Compacts (or, when already compacted, indexes) a prepared store, timed. */
 async function compactStore(dir: string) {
   const store = await CallStore.open(dir, { flushIntervalMs: 0 })
@@ -252,8 +288,9 @@ async function compactStore(dir: string) {
     calls: store.segmentRows,
   }
   const files = store.segments.map((s) => path.join(dir, 'calls', s.file))
+  const blocks = await blockCost(store, dir)
   await store.close()
-  return { compaction_s: Math.round(compaction.ms) / 1000, after, files }
+  return { compaction_s: Math.round(compaction.ms) / 1000, after, files, blocks }
 }
 
 /** Runs alternate between the sides (each after the other's), with the load average beside each. */
@@ -281,10 +318,11 @@ async function main(): Promise<void> {
   for (const size of sizes) {
     const { dir, n: generated, gen } = await prepareStore(size)
     if (gen) process.stdout.write(`${generated} calls: generated ${gen.out.length} segments in ${(gen.ms / 1000).toFixed(1)} s\n`)
-    const { compaction_s, after, files } = await compactStore(dir)
+    const { compaction_s, after, files, blocks } = await compactStore(dir)
     const n = generated || after.calls
     process.stdout.write(
-      `${size}: compaction (with page index) ${compaction_s} s, ${after.segments} segments, ${(after.bytes / n).toFixed(1)} bytes/call\n`,
+      `${size}: compaction (with page index and block files) ${compaction_s} s, ${after.segments} segments, ${(after.bytes / n).toFixed(1)} bytes/call; ` +
+        `block files ${(blocks.bytes / n).toFixed(1)} bytes/call, written again in ${blocks.write_s} s (CPU ${blocks.write_cpu_s} s)\n`,
     )
     // ClickHouse loads first: chdb's calls are synchronous (as in bench/stats.ts).
     const chDir = mkdtempSync(path.join(os.tmpdir(), 'weft-query-chdb-'))
@@ -292,17 +330,20 @@ async function main(): Promise<void> {
     const chLoadS = ch ? loadChdbCalls(ch, files) : null
     if (ch) process.stdout.write(`  ClickHouse calls_merged load ${chLoadS!.toFixed(1)} s\n`)
     const oldDir = twin(dir)
+    const byIdDir = twin(dir)
     // The merge path takes seconds at 10M on a loaded machine: no 504s in the bench.
     const env = { WEFT_ACCESS_LOG: 'false', WEFT_CALLS_FLUSH_INTERVAL_MS: '0', WEFT_QUERY_TIMEOUT_MS: '600000' }
     const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, env })
     const old = await startWeft({ root: ROOT_DIR, dataDir: oldDir, key: KEY, env: { ...env, WEFT_PAGE_INDEX: 'off' } })
-    // Measured once both have warmed up: a rollup build right after start took the page from ~0.15 s to 0.35-0.6 s.
-    const warmupS = await Promise.all([ready(server.url), ready(old.url)])
+    const byId = await startWeft({ root: ROOT_DIR, dataDir: byIdDir, key: KEY, env: { ...env, WEFT_PAGE_BLOCKS: 'off' } })
+    // Measured once all have warmed up: a rollup build right after start took the page from ~0.15 s to 0.35-0.6 s.
+    const warmupS = await Promise.all([ready(server.url), ready(old.url), ready(byId.url)])
     process.stdout.write(`  servers ready after ${warmupS.map((x) => x.toFixed(1)).join(' and ')} s\n`)
     const db = await DuckDBInstance.create(':memory:')
     const conn = await db.connect()
     const sides: Record<string, () => Promise<Json>> = {
       weft: weftClient(server.url),
+      weft_by_id: weftClient(byId.url),
       weft_merge: weftClient(old.url),
       duckdb: peerClient(conn, files),
     }
@@ -312,23 +353,18 @@ async function main(): Promise<void> {
       conn.closeSync()
       db.closeSync()
       ch?.cleanup?.()
-      await Promise.all([server.stop(), old.stop()])
+      await Promise.all([server.stop(), old.stop(), byId.stop()])
     })
     const steps = await pageSteps(dir)
-    for (const d of [dir, oldDir, chDir]) rmSync(d, { recursive: true, force: true })
+    for (const d of [dir, oldDir, byIdDir, chDir]) rmSync(d, { recursive: true, force: true })
     const s = Object.fromEntries(Object.entries(m.ms).map(([k, v]) => [k, spread(v)]))
     process.stdout.write(
       `  ${Object.entries(s)
         .map(([k, v]) => `${k} ${v.min}/${v.median}/${v.max} ms`)
         .join(', ')}; load ${Math.min(...m.load)}-${Math.max(...m.load)}\n`,
     )
-    const stepSpread = (k: 'ids_ms' | 'ids_cpu_ms' | 'fetch_ms' | 'fetch_cpu_ms') => spread(steps.map((x) => x[k]))
-    const breakdown = {
-      ids_ms: stepSpread('ids_ms'),
-      ids_cpu_ms: stepSpread('ids_cpu_ms'),
-      fetch_ms: stepSpread('fetch_ms'),
-      fetch_cpu_ms: stepSpread('fetch_cpu_ms'),
-    }
+    const keys = ['ids_ms', 'ids_cpu_ms', 'fetch_ms', 'fetch_cpu_ms', 'fetch_by_id_ms', 'fetch_by_id_cpu_ms']
+    const breakdown = Object.fromEntries(keys.map((k) => [k, spread(steps.map((x) => x[k]!))]))
     process.stdout.write(
       `  in-process: ${Object.entries(breakdown)
         .map(([k, x]) => `${k} ${Math.round(x.min)}/${Math.round(x.median)}/${Math.round(x.max)}`)
@@ -339,6 +375,7 @@ async function main(): Promise<void> {
       store: stores ? size : null,
       generate_s: gen ? Math.round(gen.ms) / 1000 : null,
       compaction_s,
+      block_files: { ...blocks, bytes_per_call: blocks.bytes / n },
       after_compaction: { ...after, bytes_per_call: after.bytes / n },
       clickhouse_load_s: chLoadS,
       servers_ready_s: warmupS,
@@ -364,11 +401,12 @@ function writeResults(results: Record<string, unknown>, rows: { label: string; m
     machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
     setup: {
       query: QUERY,
-      weft: 'through the page index; weft_merge: the same server with WEFT_PAGE_INDEX=off (pages merged from the parts)',
+      weft: 'through the page index, calls from the block files; weft_by_id: the same with WEFT_PAGE_BLOCKS=off (calls fetched by id as before); weft_merge: the same server with WEFT_PAGE_INDEX=off (pages merged from the parts)',
       peer: 'DuckDB (@duckdb/node-api, in the bench process) on the same compacted Parquet files, ids first, then the rows',
       clickhouse:
         "chdb (in the bench process) with the ClickHouse backend's calls_merged (src/clickhouse/schema.ts) loaded from the same files; Weave's shape: ids from the light fields (GROUP BY, HAVING), then the rows of those ids",
-      page_steps: 'one page in-process on the store after the servers stopped: the ids step against the fetch, wall and CPU ms',
+      page_steps:
+        'one page in-process on the store after the servers stopped: the ids step, the fetch from the block files (parsed into calls) and the fetch by id (the statement alone), wall and CPU ms',
       runs,
     },
     results,

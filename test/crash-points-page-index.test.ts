@@ -6,5 +6,6 @@ process.env.WEFT_MODEL ??= 'none'
 process.env.WEFT_PAGE_INDEX_MIN_PARTS = '0'
 
 // A compaction writing a segment's page index (derived data, written before the manifest names it): killed
-// after the index file is fsynced and before it is renamed into place, so the next start finds a stray file.
-crashChain('crash points of the page index', [{ point: 'page-index.before-rename' }])
+// after the block file or the index file is fsynced and before it is renamed into place, so the next start finds a
+// stray file.
+crashChain('crash points of the page index', [{ point: 'page-blocks.before-rename' }, { point: 'page-index.before-rename' }])

@@ -6,25 +6,16 @@ import { CallStore } from '../src/calls/store.js'
 import { foldParts } from '../src/calls/ingest/parts.js'
 import { pageWindow } from '../src/calls/read/page-index.js'
 import { pageIndexLayout } from '../src/calls/storage/page-index.js'
+import { ownFiles } from '../src/calls/storage/segments.js'
 import { tempDir } from './helpers/server.js'
+import { hourTraces } from './helpers/page-traces.js'
 import { rng } from './helpers/rng.js'
-import { shuffle, traceParts } from './helpers/merge-order.js'
+import { shuffle } from './helpers/merge-order.js'
 
 // Small row groups and a small first window, so that pages here cross windows and row groups as at 10M calls.
 pageIndexLayout.rowGroup = 16
 pageIndexLayout.minParts = 0
 pageWindow.firstRows = 10
-
-const HOUR_US = 3_600_000_000n
-
-/** Random traces, each moved by whole hours (so the index's row groups cover different times), with ties kept. */
-function traces(project: string, n: number, r: () => number): CallPart[] {
-  return Array.from({ length: n }, () => {
-    const shift = BigInt(Math.floor(r() * 500)) * HOUR_US
-    const move = (v: string | number | null | undefined) => (v === null || v === undefined ? v : String(BigInt(v) + shift))
-    return traceParts(project, r).map((p) => ({ ...p, started_us: move(p.started_us), ended_us: move(p.ended_us) }))
-  }).flat()
-}
 
 /** The pages asked for: each sorted newest first (the index path), with filters, `$expr` on latency and offsets. */
 function pages(r: () => number): QueryOptions[] {
@@ -74,7 +65,7 @@ t.test('pages through the page index equal the merged view, whatever order parts
   for (let seed = 1; seed <= 3; seed++) {
     const r = rng(seed)
     const project = `pages/s${seed}`
-    const parts = shuffle(traces(project, 12, r), r)
+    const parts = shuffle(hourTraces(project, 12, r), r)
     // Most parts before a compaction, the rest (late ends, starts after their ends, updates, duplicates) after it.
     const cut = Math.floor(parts.length * (0.5 + r() * 0.3))
     const send = async (xs: CallPart[]) => {
@@ -114,7 +105,7 @@ t.test('pages through the page index equal the merged view, whatever order parts
   )
 })
 
-t.test('a compaction removes the segments it folded and their page indexes', async (t) => {
+t.test('a compaction removes the segments it folded, their page indexes and block files', async (t) => {
   const dir = tempDir()
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   process.env.WEFT_SEGMENT_RETIRE_MS = '0'
@@ -122,9 +113,9 @@ t.test('a compaction removes the segments it folded and their page indexes', asy
   delete process.env.WEFT_SEGMENT_RETIRE_MS
   t.teardown(() => store.close())
   const r = rng(7)
-  const parts = traces('pages/retire', 12, r)
-  const onDisk = async () => (await readdir(path.join(dir, 'calls'))).filter((f) => /\.(parquet|pidx)$/.test(f)).sort()
-  const named = () => store.segments.flatMap((s) => (s.index ? [s.file, s.index] : [s.file])).sort()
+  const parts = hourTraces('pages/retire', 12, r)
+  const onDisk = async () => (await readdir(path.join(dir, 'calls'))).filter((f) => /\.(parquet|pidx|pblk)$/.test(f)).sort()
+  const named = () => store.segments.flatMap(ownFiles).sort()
   for (let round = 0; round < 3; round++) {
     await store.ingest(parts.slice(round * 40, round * 40 + 40))
     await store.flush()
@@ -145,7 +136,7 @@ t.test('a missing or damaged page index: pages take the merge path, and the inde
   const r = rng(42)
   const project = 'pages/rebuild'
   let store = await CallStore.open(dir, { flushIntervalMs: 0 })
-  await store.ingest(traces(project, 30, r))
+  await store.ingest(hourTraces(project, 30, r))
   await store.flush()
   await store.compact()
   const q: QueryOptions = { sort_by: [{ field: 'started_at', direction: 'desc' }], limit: 20, filter: { trace_roots_only: true } }

@@ -7,7 +7,10 @@ import { Params } from '../query/params.js'
 import { encodeParts } from './ingest/encode.js'
 import { type CallPart, type CallRecord, type QueryOptions } from './model.js'
 import { matchingView, mergedCalls, touchedCalls, windowIdsSql } from './read/facts.js'
-import { querySql } from './read/order.js'
+import { fetchSql, pagePlan, querySql } from './read/order.js'
+import { pageCalls } from './read/page-fetch.js'
+import { pageBlocksRead } from './storage/page-blocks.js'
+import { ensurePageIndex } from './storage/page-index.js'
 import { SELECT_OUT } from './read/merged.js'
 import { isExport, pooledArrow, pooledCalls, type PooledDeps } from './readers/export.js'
 import { ReaderPool } from './readers/pool.js'
@@ -185,7 +188,8 @@ export class CallStore implements CallSource {
   }
 
   async query(project: string, opts: QueryOptions): Promise<CallRecord[]> {
-    const { sql, params } = await querySql(project, opts, (s, p) => this.reader.readAll(s, p))
+    const { calls, sql, params } = await this.page(project, opts)
+    if (calls) return calls
     return (await this.reader.readAll(sql, params)).map(toCall)
   }
 
@@ -198,8 +202,28 @@ export class CallStore implements CallSource {
     const pool = this.pooled(opts)
     const viaPool = pool && (await pooledCalls(pool, project, opts, SELECT_OUT))
     if (viaPool) return viaPool
-    const { sql, params } = await querySql(project, opts, (s, p) => this.reader.readAll(s, p))
+    const { calls, sql, params } = await this.page(project, opts)
+    if (calls)
+      return (async function* () {
+        if (calls.length) yield calls
+      })()
     return this.reader.stream(sql, params, toCall)
+  }
+
+  /**
+   * A query's calls when they are a page the page index located (read/page-fetch.ts: from the block
+   * files), else its statement (a page by id, or the whole query), as before. A damaged block file is
+   * rebuilt in turn with flushes and compactions.
+   */
+  private async page(project: string, opts: QueryOptions): Promise<{ calls?: CallRecord[]; sql: string; params: Params }> {
+    const readAll = (s: string, p: Params) => this.reader.readAll(s, p)
+    const plan = await pagePlan(project, opts, readAll)
+    if (!plan) return querySql(project, opts, readAll)
+    if (!plan.located.length || !pageBlocksRead()) return fetchSql(project, plan.ids)
+    const calls = await pageCalls(this.storage.dir, project, plan, readAll, () => {
+      if (!this.storage.closed) void this.storage.exclusive(() => ensurePageIndex(this.storage)).catch(() => {})
+    })
+    return { calls, sql: '', params: new Params() }
   }
 
   /**

@@ -3,7 +3,7 @@ import { Params, fieldSql } from '../../query/expr.js'
 import type { QueryOptions } from '../model.js'
 import { rangeOf } from '../../query/list-filters.js'
 import { MERGED, SELECT_OUT, matching } from './merged.js'
-import { indexPageIds } from './page-index.js'
+import { indexPageIds, type PageIds } from './page-index.js'
 
 type ReadAll = (sql: string, params: Params) => Promise<Record<string, unknown>[]>
 
@@ -49,17 +49,27 @@ export async function pageSql(
   readAll: ReadAll,
   select = SELECT_OUT,
 ): Promise<{ sql: string; params: Params } | null> {
+  const plan = await pagePlan(project, opts, readAll)
+  return plan && fetchSql(project, plan.ids, select)
+}
+
+/** The first step of a page (see pageSql): its ids, from the page index when it can, else the merge. Null: not a page. */
+export async function pagePlan(project: string, opts: QueryOptions, readAll: ReadAll): Promise<PageIds | null> {
   if (opts.limit === undefined || opts.limit === null || opts.limit + (opts.offset ?? 0) > PAGE_IDS) return null
-  const ids = (await indexPageIds(project, opts, readAll)) ?? (await mergedPageIds(project, opts, readAll))
+  return (await indexPageIds(project, opts, readAll)) ?? { ids: await mergedPageIds(project, opts, readAll), located: [] }
+}
+
+/** The second step of a page: the live calls of these ids, whole (`select`), merged, in the ids' order. */
+export function fetchSql(project: string, ids: readonly string[], select = SELECT_OUT): { sql: string; params: Params } {
   // An empty list has no element type for DuckDB to bind; an empty page needs no second step.
   if (ids.length === 0) return { sql: 'SELECT 1 WHERE false', params: new Params() }
   const out = new Params()
   const p = out.add(project)
-  const l = out.add(listValue(ids))
+  const l = out.add(listValue([...ids]))
   // Ids as a list of constants reach the Parquet scan as a filter that skips row groups (segments are sorted
   // by id) and rows; a list parameter is matched only after the whole row is read.
   const match =
-    ids.length <= IN_LIST ? `id IN (${ids.map((id) => out.add(id)).join(', ')})` : `list_contains(${l}, id)${rangeOf(ids, 'id', out)}`
+    ids.length <= IN_LIST ? `id IN (${ids.map((id) => out.add(id)).join(', ')})` : `list_contains(${l}, id)${rangeOf([...ids], 'id', out)}`
   return {
     sql: `SELECT ${select} FROM (${MERGED} WHERE project_id = ${p} AND ${match} GROUP BY project_id, id) m
         WHERE m.deleted_at IS NULL ORDER BY list_position(${l}, m.id)`,

@@ -1,6 +1,7 @@
 import { compileQuery, Params } from '../../query/expr.js'
 import { latest, type QueryOptions } from '../model.js'
-import { INDEX_COLUMNS, INDEX_FOLDED, pageIndexEnabled } from '../storage/page-index.js'
+import type { BlockLocator } from '../storage/page-blocks.js'
+import { BLOCK_COLUMNS, INDEX_COLUMNS, INDEX_FOLDED, pageIndexEnabled } from '../storage/page-index.js'
 import { filterSql } from './filter.js'
 
 type ReadAll = (sql: string, params: Params) => Promise<Record<string, unknown>[]>
@@ -17,14 +18,15 @@ interface Group {
 }
 
 /**
- * The ids of a newest-first page from the page index, or null when the page cannot take it (another
+ * The ids of a newest-first page from the page index (with the block locators of calls read from it
+ * alone), or null when the page cannot take it (another
  * order, a condition on a column the index lacks, no index). Calls with parts newer than the index
  * (in flushed segments or the tail) are merged from their index row and those parts, the rest are
  * read as indexed: the answer is the merged view's. The page is looked for among the newest calls
  * first (a `started_at` window the index's row-group statistics prune to), widened until it holds
  * the page or covers everything.
  */
-export async function indexPageIds(project: string, opts: QueryOptions, readAll: ReadAll): Promise<string[] | null> {
+export async function indexPageIds(project: string, opts: QueryOptions, readAll: ReadAll): Promise<PageIds | null> {
   const sort = opts.sort_by
   if (!pageIndexEnabled || !sort || sort.length !== 1 || sort[0]!.field !== 'started_at' || sort[0]!.direction !== 'desc') return null
   const need = opts.limit! + (opts.offset ?? 0)
@@ -34,9 +36,23 @@ export async function indexPageIds(project: string, opts: QueryOptions, readAll:
     const from = windowStart(groups, rows)
     const q = pageIdsSql(project, opts, need, from)
     if (!q) return null
-    const ids = (await readAll(q.sql, q.params)).map((r) => String(r.id))
-    if (ids.length >= need || from === null) return ids.slice(opts.offset ?? 0)
+    const found = await readAll(q.sql, q.params)
+    if (found.length >= need || from === null) return pageIds(found.slice(opts.offset ?? 0))
   }
+}
+
+/** A page's ids in order, and where the block files hold those read from the index alone (no newer part). */
+export interface PageIds {
+  ids: string[]
+  located: BlockLocator[]
+}
+
+function pageIds(rows: Record<string, unknown>[]): PageIds {
+  const located: BlockLocator[] = []
+  for (const r of rows)
+    if (r.blk_file !== null && r.blk_file !== undefined)
+      located.push({ id: String(r.id), file: String(r.blk_file), row: Number(r.blk_row) })
+  return { ids: rows.map((r) => String(r.id)), located }
 }
 
 /** The index row groups that may hold the project, newest first. */
@@ -72,7 +88,7 @@ function windowStart(groups: Group[], rows: number): bigint | null {
 /**
  * The statement of one window: index rows of calls with no newer part, plus calls with newer parts
  * merged (latest non-null value per field by seq, as merged.ts), filtered as the merged view is,
- * newest first. Null when the query names a column the index lacks.
+ * newest first; the former with their block locators, the latter without (their answer is not the index's). Null when the query names a column the index lacks.
  */
 function pageIdsSql(project: string, opts: QueryOptions, need: number, from: bigint | null): { sql: string; params: Params } | null {
   const params = new Params()
@@ -86,13 +102,13 @@ function pageIdsSql(project: string, opts: QueryOptions, need: number, from: big
   const cols = INDEX_COLUMNS.join(', ')
   const sql = `WITH d AS (SELECT DISTINCT id FROM newer_parts WHERE project_id = ${p}),
     m AS (
-      SELECT ${cols} FROM page_index WHERE project_id = ${p} AND ${window} AND id NOT IN (SELECT id FROM d)
+      SELECT ${cols}, ${BLOCK_COLUMNS.join(', ')} FROM page_index WHERE project_id = ${p} AND ${window} AND id NOT IN (SELECT id FROM d)
       UNION ALL BY NAME
       SELECT project_id, id, max(seq) AS seq, ${INDEX_FOLDED.map(latest).join(', ')}, max(deleted_at) AS deleted_at
       FROM (SELECT ${cols} FROM page_index WHERE project_id = ${p} AND id IN (SELECT id FROM d)
         UNION ALL BY NAME SELECT ${cols} FROM newer_parts WHERE project_id = ${p})
       GROUP BY project_id, id)
-    SELECT m.id FROM m WHERE ${where.join(' AND ')}
+    SELECT m.id, ${BLOCK_COLUMNS.map((c) => `m.${c}`).join(', ')} FROM m WHERE ${where.join(' AND ')}
     ORDER BY m.started_at DESC NULLS LAST, m.id ASC LIMIT ${params.add(need)}`
   return { sql, params }
 }

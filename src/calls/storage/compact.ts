@@ -5,7 +5,7 @@ import { progress } from '../../core/progress.js'
 import { Params } from '../../query/expr.js'
 import { FOLDED, latest } from '../model.js'
 import { PARQUET, fileStats, refreshView, segmentFiles, sqlPath } from './parquet.js'
-import { fileName, fsyncPath, writeManifest, type Segment } from './segments.js'
+import { fileName, fsyncPath, ownFiles, writeManifest, type Segment } from './segments.js'
 import type { StorageState } from './state.js'
 import { failpointCount, hit } from '../../core/failpoints.js'
 import { BUDGET_SHARES } from '../../core/duckdb-memory.js'
@@ -84,7 +84,7 @@ export async function compactSegments(s: StorageState): Promise<boolean> {
   await attachPageIndex(s.maint, s.dir, s.manifest.segments)
   // Queries that bound the old view may still be reading the old files (and their page indexes): remove
   // them a little later, and not while a pooled read holds them (pins.ts; a restart removes any that are left).
-  s.pins.retire(old.flatMap((x) => (x.index ? [x.file, x.index] : [x.file])).map((f) => path.join(s.dir, f)))
+  s.pins.retire(old.flatMap(ownFiles).map((f) => path.join(s.dir, f)))
   return true
 }
 
@@ -136,7 +136,7 @@ async function compactInRanges(s: StorageState, old: readonly Segment[]): Promis
       return made
     } catch (e) {
       // Not named by the manifest: nothing reads these yet.
-      for (const x of made) for (const f of x.index ? [x.file, x.index] : [x.file]) await fs.rm(path.join(s.dir, f), { force: true })
+      for (const x of made) for (const f of ownFiles(x)) await fs.rm(path.join(s.dir, f), { force: true })
       if (!outOfMemory(e) || attempt >= RESPLITS || s.closed) throw e
       ranges = Math.max(ranges, bounds.length + 1) * RESPLIT
       s.compactionResplits++
@@ -181,9 +181,9 @@ async function compactRange(s: StorageState, files: string, lo: string | null, h
   await fsyncPath(tmp)
   await fs.rename(tmp, segPath)
   const bytes = (await fs.stat(segPath)).size
-  // Its page index is written beside it, before the manifest names either (see page-index.ts).
-  const index = pageIndexWanted(s.manifest.segments) ? await writeSegmentIndex(s.maint, s.dir, segName, s.manifest) : undefined
-  return { file: segName, rows: stats.n, min_seq: stats.lo, max_seq: stats.hi, bytes, level: 1, ...(index ? { index } : {}) }
+  // Its page index and block file are written beside it, before the manifest names any (see page-index.ts).
+  const derived = pageIndexWanted(s.manifest.segments) ? await writeSegmentIndex(s.maint, s.dir, segName, s.manifest) : {}
+  return { file: segName, rows: stats.n, min_seq: stats.lo, max_seq: stats.hi, bytes, level: 1, ...derived }
 }
 
 /** Ids sampled to place range bounds: enough for even ranges, read from the id column alone. */

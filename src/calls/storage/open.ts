@@ -7,7 +7,16 @@ import { CHECKSUMS, damagedSegment, recordSegments, verifySegments } from './che
 import { withDefaults, type StoreOptions } from './options.js'
 import { attachPageIndex, ensurePageIndex } from './page-index.js'
 import { refreshView, segmentFiles } from './parquet.js'
-import { MANIFEST as MANIFEST_FILE, checkName, fileName, fsyncPath, readManifest, writeManifest, type Manifest } from './segments.js'
+import {
+  MANIFEST as MANIFEST_FILE,
+  checkName,
+  fileName,
+  fsyncPath,
+  ownFiles,
+  readManifest,
+  writeManifest,
+  type Manifest,
+} from './segments.js'
 import { walNumber } from './state.js'
 import { Storage, type Recovered } from './storage.js'
 import { Tail } from './tail.js'
@@ -83,14 +92,7 @@ async function openDir(dir: string): Promise<Manifest> {
     await writeManifest(dir, manifest)
   }
   // Files a crash left behind before the manifest named them (or after it stopped naming them).
-  const live = new Set([
-    MANIFEST_FILE,
-    'LOCK',
-    QUARANTINE,
-    CHECKSUMS,
-    ...manifest.segments.flatMap((x) => [x.file, x.index ?? '']),
-    ...manifest.wals,
-  ])
+  const live = new Set([MANIFEST_FILE, 'LOCK', QUARANTINE, CHECKSUMS, ...manifest.segments.flatMap(ownFiles), ...manifest.wals])
   for (const f of await fs.readdir(dir)) if (!live.has(f)) await fs.rm(path.join(dir, f), { force: true })
   return manifest
 }

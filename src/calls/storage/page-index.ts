@@ -4,7 +4,8 @@ import type { DuckDBConnection } from '@duckdb/node-api'
 import { hit } from '../../core/failpoints.js'
 import { FOLDED } from '../model.js'
 import { segmentFiles, sqlPath } from './parquet.js'
-import { checkName, fileName, fsyncPath, writeManifest, type Manifest, type Segment } from './segments.js'
+import { blockFileReadable, forgetBlockFile, writeBlockFile } from './page-blocks.js'
+import { checkName, fileName, fsyncPath, ownFiles, writeManifest, type Manifest, type Segment } from './segments.js'
 import type { StorageState } from './state.js'
 
 /** Large JSON columns: a page fetches them for its own calls only, so the index leaves them out. */
@@ -38,25 +39,39 @@ export function pageIndexWanted(segments: readonly Segment[]): boolean {
   return pageIndexEnabled && segments.reduce((a, x) => a + x.rows, 0) >= pageIndexLayout.minParts
 }
 
+/** A compacted segment's derived files: its page index and its block file. */
+export interface IndexFiles {
+  index: string
+  blocks: string
+}
+
+/** Index columns locating each call's answer row in the block file (page-blocks.ts): its name and row. */
+export const BLOCK_COLUMNS = ['blk_file', 'blk_row']
+
 /**
  * Writes the page index of one compacted segment (one row per call there, so nothing to merge): its
  * light columns ordered by project, then newest first, so row-group statistics on `started_at` let a
- * page skip what is older than it needs. Written, fsynced and renamed before a manifest names it (a
- * crash leaves a stray file, which the next start removes). Returns the file's name.
+ * page skip what is older than it needs; and its block file, each call's answer row at its row in the
+ * segment (which the index row keeps as `blk_row`). Both are written, fsynced and renamed before a manifest names them (a crash leaves stray
+ * files, which the next start removes).
  */
-export async function writeSegmentIndex(maint: DuckDBConnection, dir: string, segment: string, manifest: Manifest): Promise<string> {
+export async function writeSegmentIndex(maint: DuckDBConnection, dir: string, segment: string, manifest: Manifest): Promise<IndexFiles> {
   const name = fileName('idx', manifest.next_file++)
+  const blocks = fileName('blk', manifest.next_file++)
   const file = path.join(dir, name)
   const tmp = file + '.tmp'
+  const seg = path.join(dir, checkName(segment))
+  await writeBlockFile(maint, seg, path.join(dir, blocks))
   await maint.run(
-    `COPY (SELECT ${INDEX_COLUMNS.join(', ')} FROM read_parquet(${sqlPath(path.join(dir, checkName(segment)))})
-        ORDER BY project_id, started_at DESC NULLS LAST, id)
+    `COPY (SELECT ${INDEX_COLUMNS.join(', ')}, ${sqlPath(blocks)} AS blk_file,
+          file_row_number::INTEGER AS blk_row
+        FROM read_parquet(${sqlPath(seg)}, file_row_number = true) ORDER BY project_id, started_at DESC NULLS LAST, id)
       TO ${sqlPath(tmp)} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${pageIndexLayout.rowGroup})`,
   )
   await fsyncPath(tmp)
   hit('page-index.before-rename')
   await fs.rename(tmp, file)
-  return name
+  return { index: name, blocks }
 }
 
 /** Whether a Parquet file's footer reads (a missing or torn index file is then rebuilt, not used). */
@@ -67,6 +82,12 @@ async function readable(maint: DuckDBConnection, file: string): Promise<boolean>
   } catch {
     return false
   }
+}
+
+/** Whether a compacted segment's page index and block file are both there and read. */
+async function derivedReadable(maint: DuckDBConnection, dir: string, x: Segment): Promise<boolean> {
+  if (!x.index || !x.blocks) return false
+  return (await blockFileReadable(path.join(dir, checkName(x.blocks)))) && (await readable(maint, path.join(dir, checkName(x.index))))
 }
 
 /**
@@ -81,7 +102,7 @@ async function readable(maint: DuckDBConnection, file: string): Promise<boolean>
 export async function attachPageIndex(maint: DuckDBConnection, dir: string, segments: readonly Segment[]): Promise<Segment[]> {
   const compacted = segments.filter((x) => x.level)
   const missing: Segment[] = []
-  for (const x of compacted) if (!x.index || !(await readable(maint, path.join(dir, checkName(x.index))))) missing.push(x)
+  for (const x of compacted) if (!(await derivedReadable(maint, dir, x))) missing.push(x)
   const use = compacted.length > 0 && missing.length === 0
   const index = compacted.map((x) => sqlPath(path.join(dir, x.index ?? ''))).join(', ')
   const groups = `SELECT file_name, row_group_id, max(row_group_num_rows) AS rows,
@@ -129,20 +150,23 @@ export async function refreshNewerParts(maint: DuckDBConnection, dir: string, se
 }
 
 /**
- * Writes the index of every compacted segment lacking a readable one (a store from before page
- * indexes, a lost or damaged file), then names them in the manifest and attaches them. Run in turn
+ * Writes the index and block file of every compacted segment lacking a readable pair (a store from before
+ * page indexes or block files, a lost or damaged file), then names them in the manifest and attaches them. Run in turn
  * with flushes and compactions, as they change the segments.
  */
 export async function ensurePageIndex(s: StorageState): Promise<void> {
   if (!pageIndexEnabled) return
   const missing = await attachPageIndex(s.maint, s.dir, s.manifest.segments)
   if (missing.length === 0 || s.closed || !pageIndexWanted(s.manifest.segments)) return
-  const made = new Map<string, string>()
+  const made = new Map<string, IndexFiles>()
   for (const x of missing) made.set(x.file, await writeSegmentIndex(s.maint, s.dir, x.file, s.manifest))
   await fsyncPath(s.dir)
-  const replaced = missing.map((x) => x.index).filter((f): f is string => f !== undefined)
-  s.manifest = { ...s.manifest, segments: s.manifest.segments.map((x) => (made.has(x.file) ? { ...x, index: made.get(x.file)! } : x)) }
+  const replaced = missing.flatMap((x) => ownFiles(x).slice(1))
+  s.manifest = { ...s.manifest, segments: s.manifest.segments.map((x) => (made.has(x.file) ? { ...x, ...made.get(x.file)! } : x)) }
   await writeManifest(s.dir, s.manifest)
   await attachPageIndex(s.maint, s.dir, s.manifest.segments)
-  for (const f of replaced) await fs.rm(path.join(s.dir, f), { force: true })
+  for (const f of replaced) {
+    await fs.rm(path.join(s.dir, f), { force: true })
+    forgetBlockFile(path.join(s.dir, f))
+  }
 }

@@ -16,6 +16,13 @@ export interface Segment {
    * data: written before the manifest names it, rebuilt when missing or unreadable.
    */
   index?: string
+  /** Its block file (page-blocks.ts): the calls' answer rows in the index's order. Derived, written with the index. */
+  blocks?: string
+}
+
+/** A segment's files: the segment itself, and its page index and block file when it has them. */
+export function ownFiles(x: Segment): string[] {
+  return [x.file, ...(x.index ? [x.index] : []), ...(x.blocks ? [x.blocks] : [])]
 }
 
 /**
@@ -30,12 +37,12 @@ export interface Manifest {
 }
 
 export const MANIFEST = 'manifest.json'
-const NAME = /^(seg-\d{6}\.parquet|wal-\d{6}\.log|idx-\d{6}\.pidx)$/
+const NAME = /^(seg-\d{6}\.parquet|wal-\d{6}\.log|idx-\d{6}\.pidx|blk-\d{6}\.pblk)$/
 
-const EXT = { seg: 'parquet', wal: 'log', idx: 'pidx' } as const
+const EXT = { seg: 'parquet', wal: 'log', idx: 'pidx', blk: 'pblk' } as const
 
 /** Page index files are Parquet too, named apart so that `*.parquet` still lists the segments alone. */
-export function fileName(kind: 'seg' | 'wal' | 'idx', n: number): string {
+export function fileName(kind: keyof typeof EXT, n: number): string {
   return `${kind}-${String(n).padStart(6, '0')}.${EXT[kind]}`
 }
 
@@ -60,6 +67,7 @@ export async function readManifest(dir: string): Promise<Manifest | null> {
     m.segments.forEach((s) => {
       checkName(s.file)
       if (s.index !== undefined) checkName(s.index)
+      if (s.blocks !== undefined) checkName(s.blocks)
     })
     m.wals.forEach(checkName)
     return m
