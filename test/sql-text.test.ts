@@ -39,9 +39,10 @@ const REVIEWED: Record<string, Reviewed> = {
     why: `${FRAGMENTS}; sort fields resolve to known columns or bound JSON paths; match: an IN list of placeholders or list_contains of one`,
   },
   'src/calls/read/page-index.ts': {
-    names: ['p', 'cols', 'window', 'INDEX_FOLDED', 'where'],
-    why: `${FRAGMENTS}; cols / INDEX_FOLDED: the fixed index column list; window: a bound timestamp`,
+    names: ['p', 'cols', 'window', 'INDEX_FOLDED', 'where', 'BLOCK_COLUMNS'],
+    why: `${FRAGMENTS}; cols / INDEX_FOLDED / BLOCK_COLUMNS: the fixed index column lists; window: a bound timestamp`,
   },
+  'src/calls/page-rows.ts': { names: ['segmentSql'], why: 'a segment file path the store generates, quoted by sqlPath (page-blocks.ts)' },
   'src/calls/readers/export.ts': {
     names: ['select', 'keyCols', 'matching', 'order'],
     why: `${FRAGMENTS}; sort keys as in read/order.ts (known columns or bound JSON paths)`,
@@ -53,6 +54,10 @@ const REVIEWED: Record<string, Reviewed> = {
   'src/calls/readers/worker-read.ts': {
     names: ['files', 'source'],
     why: 'segment file paths the store generates (checkName), quoted by sqlPath; source: composed of those and constants',
+  },
+  'src/calls/storage/page-blocks.ts': {
+    names: ['rows'],
+    why: 'blockRowsSql of a segment file path the store generates, quoted by sqlPath; the rest constants',
   },
   'src/calls/storage/open.ts': { names: ['f'], why: 'a segment file path the store generates, quoted by sqlPath (segmentFiles)' },
   'src/calls/storage/page-index.ts': {
