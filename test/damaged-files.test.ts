@@ -18,13 +18,29 @@ t.teardown(() => rm(seed, { recursive: true, force: true }))
 
 t.before(async () => {
   const s = await startServer({ dataDir: seed, key: KEY, env: FAST_FLUSH })
-  for (let i = 0; i < 5; i++) await write(s, 'calls', ledger)
+  // Five batches of five calls, with a flush every ten rows: a segment after the second and the fourth. Each pair
+  // waits for its segment because a flush takes the whole tail when it runs: in CI (stop 30) the seed had fewer than
+  // two segments, most likely a first flush that began only after all five batches were in.
+  for (let i = 0; i < 5; i++) {
+    const before = await segmentCount(seed)
+    await write(s, 'calls', ledger)
+    const deadline = Date.now() + 20_000
+    while (i % 2 === 1 && (await segmentCount(seed)) <= before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+  }
   for (const kind of ['object', 'table', 'file', 'feedback', 'key'] as const) await write(s, kind, ledger)
   // Settled: the segments flushed, the rollups caught up; a clean stop leaves the catalog checkpointed.
   await new Promise((r) => setTimeout(r, 500))
   await s.stop()
   if (ledger.doubt.length) throw new Error(`seed writes failed: ${JSON.stringify(ledger.doubt)}`)
 })
+
+/** Segments in the directory's calls manifest (0 before the first is written). */
+async function segmentCount(dir: string): Promise<number> {
+  return segments(dir).then(
+    (s) => s.length,
+    () => 0,
+  )
+}
 
 /** A copy of the seeded data directory, removed at the end of the test. */
 async function copy(t: Test): Promise<string> {
