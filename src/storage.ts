@@ -38,7 +38,12 @@ function chdbPlaces(): string[] {
 /** The ClickHouse backend `--storage clickhouse|chdb` names, connected and migrated. */
 export async function openClickHouse(config: Config): Promise<ClickHouseCallBackend> {
   const s = config.storage
-  const layout = { database: s.clickhouseDatabase, cluster: s.clickhouseCluster, queryTimeoutMs: config.queryTimeoutMs }
+  const layout = {
+    database: s.clickhouseDatabase,
+    cluster: s.clickhouseCluster,
+    queryTimeoutMs: config.queryTimeoutMs,
+    insertSettings: s.clickhouseInsertSettings,
+  }
   if (s.kind === 'chdb') {
     const resolveFrom = chdbPlaces()
     if (!chdbResolvable(resolveFrom)) throw new Error('--storage chdb needs the optional chdb package (npm install chdb)')

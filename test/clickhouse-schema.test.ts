@@ -19,6 +19,7 @@ const TABLES = [
   'call_parts',
   'calls_merged',
   'call_usage',
+  'call_traces',
   'object_versions',
   'tables',
   'table_rows',
@@ -68,6 +69,7 @@ t.test('single node: plain engines, no cluster clauses', async (t) => {
       'stats_done_keys',
       'stats_done_user_backfill',
       'stats_usage_user_backfill',
+      'call_traces',
     ],
     '…or an insert guarded by the table being empty, or into a table that replaces its rows',
   )
@@ -80,6 +82,7 @@ t.test('single node: plain engines, no cluster clauses', async (t) => {
     'stats_done_user_backfill',
     'stats_usage_user_backfill',
     'stats_done_keys',
+    'call_traces',
   ])
     t.match(
       ddl.find((s) => s.includes(`\`${name}\` (`))!,
@@ -138,6 +141,7 @@ t.test('cluster: ON CLUSTER, Replicated local tables, Distributed tables sharded
   )
   for (const [view, target] of [
     ['calls_merged_mv', 'calls_merged'],
+    ['call_traces_mv', 'call_traces'],
     ['stats_calls_hourly_mv', 'stats_calls_hourly'],
     ['stats_call_marks_mv', 'stats_call_marks'],
     ['stats_done_marks_mv', 'stats_call_marks'],
@@ -506,5 +510,40 @@ t.test(
       const [query, list] = both(make)
       t.same(list, query, `${name}: the calls to correct as a bound list, as the subquery`)
     }
+  },
+)
+
+t.test(
+  'migration 7 indexes the traces of calls written before it, once, however often it runs; the view those after',
+  { skip: !chdbResolvable(CHDB_FROM) && 'chdb not installed' },
+  async (t) => {
+    const chdb = createRequire(CHDB_FROM.find((f) => chdbResolvable([f]))!)('chdb') as {
+      Session: new (dir: string) => { query(sql: string, f?: string): string; close(): void }
+    }
+    const dir = tempDir('weft-chdb-traces-')
+    const s = new chdb.Session(dir)
+    t.teardown(() => {
+      s.close()
+      rmSync(dir, { recursive: true, force: true })
+    })
+    const l = { database: 'weft' }
+    const run = (stmts: string[]) => stmts.forEach((x) => s.query(x, 'TSV'))
+    const [m7] = MIGRATIONS.filter((m) => m.version === 7)
+    run([...bootstrap(l), ...MIGRATIONS.filter((m) => m.version < 7).flatMap((m) => m.statements(l))])
+    let seq = 0
+    const part = (id: string, kind: string, trace: string | null) => `('p', '${id}', ${++seq}, '${kind}', ${trace ? `'${trace}'` : 'NULL'})`
+    const insert = (rows: string[]) =>
+      s.query(`INSERT INTO weft.call_parts (project_id, id, seq, kind, trace_id) VALUES ${rows.join(', ')}`)
+    // Before: a and b in trace t1, c in t2 (its end part carries no trace), d with none.
+    insert([part('a', 'start', 't1'), part('b', 'start', 't1'), part('c', 'start', 't2'), part('c', 'end', null), part('d', 'start', null)])
+    run(m7!.statements(l))
+    run(m7!.statements(l))
+    // After: e in t1, through the view only.
+    insert([part('e', 'start', 't1'), part('e', 'end', null)])
+    const rows = s
+      .query("SELECT trace_id, id FROM weft.call_traces FINAL WHERE project_id = 'p' ORDER BY trace_id, id", 'TSV')
+      .trim()
+      .split('\n')
+    t.same(rows, ['t1\ta', 't1\tb', 't1\te', 't2\tc'], 'every call with a trace, once')
   },
 )

@@ -22,6 +22,28 @@ t.test('/version names the embedded backend by default', async (t) => {
   t.ok(existsSync(path.join(s.dataDir, 'calls')), 'the embedded store is opened')
 })
 
+t.test(
+  '--clickhouse-insert-settings: inserts run with them; a setting ClickHouse does not know stops the start',
+  { skip: !available && 'chdb not installed' },
+  async (t) => {
+    const s = await startServer({
+      args: ['--model', 'none', '--storage', 'chdb', '--clickhouse-insert-settings', 'async_insert=1,wait_for_async_insert=1'],
+    })
+    t.teardown(() => s.stop())
+    const id = hex(16)
+    const start = { project_id: P, id, trace_id: hex(32), op_name: 'op', started_at: new Date().toISOString(), inputs: {}, attributes: {} }
+    t.equal((await postJson(s, '/call/start', { start })).status, 200)
+    t.equal((await postJson(s, '/call/read', { project_id: P, id })).json.call.id, id, 'acknowledged, then read back')
+    // A server that starts anyway is stopped, so a regression fails here instead of hanging the file.
+    const refused = await startServer({
+      args: ['--model', 'none', '--storage', 'chdb', '--clickhouse-insert-settings', 'no_such_setting_here=1'],
+    })
+      .then(async (x) => (await x.stop(), 'started'))
+      .catch((e: Error) => e.message)
+    t.match(refused, /no_such_setting_here/, 'the refusal names the setting')
+  },
+)
+
 t.test('on chdb', { skip: !available && 'chdb not installed' }, async (t) => {
   const s = await startServer({ args: ['--model', 'none', '--storage', 'chdb'] })
   t.teardown(() => s.stop())

@@ -74,3 +74,20 @@ t.test('--inference-threads / WEFT_INFERENCE_THREADS: wasm threads per inference
   for (const bad of ['0', '9', '1.5', 'two'])
     t.throws(() => loadConfig({ 'inference-threads': bad }, {}), /inference-threads must be an integer in \[1, 8\]/, bad)
 })
+
+t.test('--clickhouse-insert-settings / WEFT_CLICKHOUSE_INSERT_SETTINGS: settings for every insert', async (t) => {
+  t.same(loadConfig({}, {}).storage.clickhouseInsertSettings, {}, 'none by default')
+  t.same(
+    loadConfig({ storage: 'chdb', 'clickhouse-insert-settings': 'insert_quorum=2, insert_quorum_parallel=0,async_insert=1' }, {}).storage
+      .clickhouseInsertSettings,
+    { insert_quorum: 2, insert_quorum_parallel: 0, async_insert: 1 },
+  )
+  t.same(
+    loadConfig({}, { WEFT_STORAGE: 'clickhouse', WEFT_CLICKHOUSE_INSERT_SETTINGS: 'insert_quorum=auto' }).storage.clickhouseInsertSettings,
+    { insert_quorum: 'auto' },
+    'from the environment; a word stays a string',
+  )
+  for (const bad of ['insert_quorum', 'x=1;DROP TABLE t', "a='b'", 'Insert_Quorum=1', 'a=1,a=2', 'a=', '=1'])
+    t.throws(() => loadConfig({ storage: 'chdb', 'clickhouse-insert-settings': bad }, {}), /clickhouse-insert-settings/, bad)
+  t.throws(() => loadConfig({ 'clickhouse-insert-settings': 'async_insert=1' }, {}), /needs --storage clickhouse or chdb/)
+})

@@ -81,7 +81,10 @@ export function chFilterSql(
     const v = params.add(values, 'Array(String)')
     where.push(`has(${v}, m.${column})`)
     if (column === 'id') inner.push(`has(${v}, c.id)`)
-    else if (column === 'trace_id' || column === 'parent_id') narrowBy(`has(${v}, tupleElement(${column}, 2))`)
+    // A trace's calls by the trace index (schema.ts CALL_TRACES), a parent's by calls_merged's bloom filter.
+    else if (column === 'trace_id')
+      inner.push(`c.id IN (SELECT id FROM ${table(l, 'call_traces')} WHERE project_id = ${p} AND trace_id IN ${v})`)
+    else if (column === 'parent_id') narrowBy(`has(${v}, tupleElement(${column}, 2))`)
   }
   for (const { column, values } of t.refs) where.push(`hasAny(m.${column}, ${params.add(values, 'Array(String)')})`)
   if (t.rootsOnly) where.push('m.parent_id IS NULL')

@@ -41,6 +41,11 @@ export class ClickHouseCalls {
   /** Applies any pending migrations, then serves. */
   static async open(exec: Executor, opts: ClickHouseCallsOptions): Promise<ClickHouseCalls> {
     await migrate(exec, opts)
+    // A misspelt setting (`--clickhouse-insert-settings`) fails the start, not the first acknowledged write.
+    if (opts.insertSettings && Object.keys(opts.insertSettings).length > 0)
+      await exec.query('SELECT 1', {}, opts.insertSettings).catch((e: Error) => {
+        throw new Error(`clickhouse-insert-settings: ClickHouse refused them: ${e.message}`)
+      })
     return new ClickHouseCalls(exec, opts)
   }
 

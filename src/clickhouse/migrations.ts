@@ -1,7 +1,7 @@
 import type { Executor } from './executor.js'
 import { ident } from './executor.js'
 import { onCluster, table, type Layout } from './layout.js'
-import { CALL_PARTS, CALL_USAGE, CALLS_MERGED, callViews, createTable } from './schema.js'
+import { CALL_PARTS, CALL_USAGE, CALLS_MERGED, callTracesStatements, callViews, createTable } from './schema.js'
 import {
   addColumn,
   FEEDBACK,
@@ -58,6 +58,11 @@ export const MIGRATIONS: Migration[] = [
     version: 6,
     name: 'stats_user_rollups',
     statements: statsUserStatements,
+  },
+  {
+    version: 7,
+    name: 'call_traces',
+    statements: callTracesStatements,
   },
 ]
 

@@ -93,6 +93,40 @@ export const CALL_USAGE: TableSpec = {
   shardBy: 'cityHash64(project_id, id)',
 }
 
+/**
+ * Which calls a trace holds, in trace order: what `trace_ids` filters (a trace's calls, `/calls/usage`,
+ * `/trace/usage`) look up instead of reading every call's trace_id in calls_merged (ordered by id, so a
+ * trace's calls sit in every granule and its bloom filter prunes nothing). A superset is harmless, as
+ * queries check the merged call's trace_id again: rows are never removed, and duplicates collapse.
+ * Sharded by call, as calls_merged is, so the lookup stays shard-local.
+ */
+export const CALL_TRACES: TableSpec = {
+  name: 'call_traces',
+  columns: ['project_id String', 'trace_id String', 'id String'],
+  engine: 'ReplacingMergeTree',
+  orderBy: '(project_id, trace_id, id)',
+  shardBy: 'cityHash64(project_id, id)',
+}
+
+/**
+ * Migration 7: call_traces, its view, then the calls written before it. The view exists before the
+ * backfill reads, so a part written meanwhile is in both (a duplicate, collapsed) rather than in neither;
+ * a start that dies half way runs it all again, to the same effect.
+ */
+export function callTracesStatements(l: Layout): string[] {
+  // Not `assumeNotNull(trace_id) AS trace_id … WHERE trace_id IS NOT NULL`: ClickHouse resolves the WHERE's name
+  // to the alias, which is never null, and every traceless part would come in with trace ''.
+  const rows = (from: string) =>
+    `SELECT project_id, assumeNotNull(t) AS trace_id, id FROM (SELECT project_id, trace_id AS t, id FROM ${from} WHERE t IS NOT NULL)`
+  return [
+    ...createTable(l, CALL_TRACES),
+    `CREATE MATERIALIZED VIEW IF NOT EXISTS ${table(l, 'call_traces_mv')}${onCluster(l)} TO ${localTable(l, 'call_traces')} AS
+  ${rows(localTable(l, 'call_parts'))}`,
+    // On a cluster through the Distributed tables: each row lands on its call's shard (shardBy).
+    `INSERT INTO ${table(l, 'call_traces')} ${rows(table(l, 'call_parts'))}`,
+  ]
+}
+
 /** The materialized views that feed calls_merged and call_usage from each insert into call_parts. */
 export function callViews(l: Layout): string[] {
   const fields = CALL_FIELDS.map(([c]) => `(if(isNull(${c}), 0, seq), ${c}) AS ${c}`).join(',\n    ')

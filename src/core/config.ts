@@ -86,6 +86,11 @@ export interface StorageConfig {
   clickhouseCluster?: string
   /** chdb's data directory (`--storage chdb`); default `<data dir>/chdb`. */
   chdbPath: string
+  /**
+   * ClickHouse settings every insert runs with (`--clickhouse-insert-settings insert_quorum=2,...`): what ClickHouse
+   * must have done before a write is acknowledged (docs/clickhouse.md, Settings and durability). Empty by default.
+   */
+  clickhouseInsertSettings: Record<string, string | number>
 }
 
 export const DEFAULTS = {
@@ -157,6 +162,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'clickhouse-url': 'WEFT_CLICKHOUSE_URL',
   'clickhouse-database': 'WEFT_CLICKHOUSE_DATABASE',
   'clickhouse-cluster': 'WEFT_CLICKHOUSE_CLUSTER',
+  'clickhouse-insert-settings': 'WEFT_CLICKHOUSE_INSERT_SETTINGS',
   'chdb-path': 'WEFT_CHDB_PATH',
   'memory-limit': 'WEFT_MEMORY_LIMIT',
 }
@@ -330,7 +336,30 @@ function storageConfig(get: (flag: string) => string | undefined, dataDir: strin
       throw new ConfigError(`${name} must be a plain identifier (letters, digits, _), got ${JSON.stringify(v)}`)
   if (cluster && kind === 'chdb') throw new ConfigError('clickhouse-cluster needs --storage clickhouse (chdb is one node)')
   const chdbPath = path.resolve(get('chdb-path') || path.join(dataDir, 'chdb'))
-  return { kind, clickhouseUrl: url, clickhouseDatabase: database, clickhouseCluster: cluster, chdbPath }
+  const clickhouseInsertSettings = insertSettings(get('clickhouse-insert-settings'))
+  if (Object.keys(clickhouseInsertSettings).length > 0 && kind === 'embedded')
+    throw new ConfigError('clickhouse-insert-settings needs --storage clickhouse or chdb')
+  return { kind, clickhouseUrl: url, clickhouseDatabase: database, clickhouseCluster: cluster, chdbPath, clickhouseInsertSettings }
+}
+
+/**
+ * `name=value,name=value` (e.g. `insert_quorum=2,insert_quorum_parallel=0` or `async_insert=1,wait_for_async_insert=1`):
+ * names are ClickHouse setting names (checked by ClickHouse at start, see clickhouse/calls.ts), values numbers or
+ * plain words. They go to ClickHouse as settings, never into SQL text.
+ */
+export function insertSettings(v: string | undefined): Record<string, string | number> {
+  const out: Record<string, string | number> = {}
+  if (v === undefined || v.trim() === '') return out
+  for (const item of v.split(',')) {
+    const m = /^\s*([a-z_][a-z0-9_]{0,99})\s*=\s*([A-Za-z0-9_.-]{1,100})\s*$/.exec(item)
+    if (!m)
+      throw new ConfigError(
+        `clickhouse-insert-settings: each item is name=value (a setting name, a number or a word), got ${JSON.stringify(item)}`,
+      )
+    if (m[1]! in out) throw new ConfigError(`clickhouse-insert-settings: ${m[1]} is given twice`)
+    out[m[1]!] = /^-?\d+(\.\d+)?$/.test(m[2]!) ? Number(m[2]) : m[2]!
+  }
+  return out
 }
 
 function oneOf<T extends string>(name: string, v: string | undefined, allowed: readonly T[], fallback: T): T {
