@@ -5,6 +5,8 @@
  *   npm run build && node dist/bench/query.js [--sizes 1000000,10000000] [--runs 7]
  *   node dist/bench/query.js --stores DIR1,DIR2 [--project bench/stats] [--runs 7]
  *   [--clickhouse off]: leave the chdb side out (its load of 10M calls takes tens of minutes on a busy machine)
+ *   [--before ROOT]: a fourth side, `weft_before`: the server of another checkout (a git worktree of an earlier
+ *   commit, built, node_modules linked) on the same files, so that a change is measured against its parent in one run
  *
  * Per size: scripts/gen-calls writes the store (segments of start and end parts, as flushes leave
  * them), or `--stores` names existing compacted stores (copied: segments hard-linked, never changed);
@@ -27,6 +29,7 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api'
 import { CallStore } from '../src/calls/store.js'
 import { fetchSql, pagePlan } from '../src/calls/read/order.js'
 import { pageCalls } from '../src/calls/read/page-fetch.js'
+import { pageIdsPaths } from '../src/calls/read/page-index.js'
 import { writeBlockFile } from '../src/calls/storage/page-blocks.js'
 import { CALL_FIELDS, CALLS_MERGED, createTable } from '../src/clickhouse/schema.js'
 import { parseFlags } from '../src/core/config.js'
@@ -41,6 +44,7 @@ const sizes = stores ?? (flags.sizes ?? '1000000,10000000').split(',')
 const runs = Number(flags.runs ?? 7)
 const KEY = 'bench-key'
 const PROJECT = flags.project ?? 'bench/query'
+const BEFORE_ROOT = flags.before ? path.resolve(flags.before) : null
 const OP = `weave:///${PROJECT}/op/op_3:v1`
 const MIN_LATENCY_MS = 1000
 
@@ -225,6 +229,7 @@ async function pageSteps(dir: string) {
       const conn = await store.connect()
       try {
         const readAll = async (s: string, p: { values: unknown[] }) => (await conn.runAndReadAll(s, p.values as never)).getRowObjectsJS()
+        const indexOnly = pageIdsPaths.index
         const cpu0 = process.cpuUsage()
         const t0 = performance.now()
         const plan = (await pagePlan(PROJECT, QUERY, readAll))!
@@ -246,6 +251,8 @@ async function pageSteps(dir: string) {
           fetch_by_id_ms: ms(t3 - t2),
           fetch_by_id_cpu_ms: cpuMs(process.cpuUsage(cpu2)),
           located: plan.located.length,
+          // 1: the ids from the index alone (no part newer than it), 0: merged with newer parts.
+          index_only: pageIdsPaths.index - indexOnly,
           load: Math.round(os.loadavg()[0]! * 10) / 10,
         })
       } finally {
@@ -336,8 +343,11 @@ async function main(): Promise<void> {
     const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, env })
     const old = await startWeft({ root: ROOT_DIR, dataDir: oldDir, key: KEY, env: { ...env, WEFT_PAGE_INDEX: 'off' } })
     const byId = await startWeft({ root: ROOT_DIR, dataDir: byIdDir, key: KEY, env: { ...env, WEFT_PAGE_BLOCKS: 'off' } })
+    const beforeDir = BEFORE_ROOT && twin(dir)
+    const before = beforeDir ? await startWeft({ root: BEFORE_ROOT!, dataDir: beforeDir, key: KEY, env }) : null
+    const servers = [server, old, byId, ...(before ? [before] : [])]
     // Measured once all have warmed up: a rollup build right after start took the page from ~0.15 s to 0.35-0.6 s.
-    const warmupS = await Promise.all([ready(server.url), ready(old.url), ready(byId.url)])
+    const warmupS = await Promise.all(servers.map((x) => ready(x.url)))
     process.stdout.write(`  servers ready after ${warmupS.map((x) => x.toFixed(1)).join(' and ')} s\n`)
     const db = await DuckDBInstance.create(':memory:')
     const conn = await db.connect()
@@ -345,6 +355,7 @@ async function main(): Promise<void> {
       weft: weftClient(server.url),
       weft_by_id: weftClient(byId.url),
       weft_merge: weftClient(old.url),
+      ...(before ? { weft_before: weftClient(before.url) } : {}),
       duckdb: peerClient(conn, files),
     }
     if (ch) sides.clickhouse = chdbClient(ch)
@@ -353,10 +364,10 @@ async function main(): Promise<void> {
       conn.closeSync()
       db.closeSync()
       ch?.cleanup?.()
-      await Promise.all([server.stop(), old.stop(), byId.stop()])
+      await Promise.all(servers.map((x) => x.stop()))
     })
     const steps = await pageSteps(dir)
-    for (const d of [dir, oldDir, byIdDir, chDir]) rmSync(d, { recursive: true, force: true })
+    for (const d of [dir, oldDir, byIdDir, chDir, ...(beforeDir ? [beforeDir] : [])]) rmSync(d, { recursive: true, force: true })
     const s = Object.fromEntries(Object.entries(m.ms).map(([k, v]) => [k, spread(v)]))
     process.stdout.write(
       `  ${Object.entries(s)
@@ -378,6 +389,7 @@ async function main(): Promise<void> {
       block_files: { ...blocks, bytes_per_call: blocks.bytes / n },
       after_compaction: { ...after, bytes_per_call: after.bytes / n },
       clickhouse_load_s: chLoadS,
+      before_root: BEFORE_ROOT,
       servers_ready_s: warmupS,
       page_steps: { ...breakdown, runs: steps },
       rows_returned: m.rows_returned,
@@ -401,7 +413,7 @@ function writeResults(results: Record<string, unknown>, rows: { label: string; m
     machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
     setup: {
       query: QUERY,
-      weft: 'through the page index, calls from the block files; weft_by_id: the same with WEFT_PAGE_BLOCKS=off (calls fetched by id as before); weft_merge: the same server with WEFT_PAGE_INDEX=off (pages merged from the parts)',
+      weft: 'through the page index, calls from the block files; weft_by_id: the same with WEFT_PAGE_BLOCKS=off (calls fetched by id as before); weft_merge: the same server with WEFT_PAGE_INDEX=off (pages merged from the parts); weft_before (with --before): the server of another checkout on the same files',
       peer: 'DuckDB (@duckdb/node-api, in the bench process) on the same compacted Parquet files, ids first, then the rows',
       clickhouse:
         "chdb (in the bench process) with the ClickHouse backend's calls_merged (src/clickhouse/schema.ts) loaded from the same files; Weave's shape: ids from the light fields (GROUP BY, HAVING), then the rows of those ids",

@@ -4,7 +4,7 @@ import path from 'node:path'
 import type { CallPart, QueryOptions } from '../src/calls/model.js'
 import { CallStore } from '../src/calls/store.js'
 import { foldParts } from '../src/calls/ingest/parts.js'
-import { pageWindow } from '../src/calls/read/page-index.js'
+import { pageIdsPaths, pageWindow } from '../src/calls/read/page-index.js'
 import { pageIndexLayout } from '../src/calls/storage/page-index.js'
 import { ownFiles } from '../src/calls/storage/segments.js'
 import { tempDir } from './helpers/server.js'
@@ -79,7 +79,10 @@ t.test('pages through the page index equal the merged view, whatever order parts
     await store.flush()
     await store.compact()
     t.ok(await indexedProject(store, project), `seed ${seed}: the compacted calls are indexed`)
+    // Nothing newer than the index: its pages read the index alone (read/page-index.ts).
+    const before = { ...pageIdsPaths }
     await comparePages(t, store, project, r, `seed ${seed} compacted`)
+    t.ok(pageIdsPaths.index > before.index && pageIdsPaths.merged === before.merged, `seed ${seed}: pages from the index alone`)
     await send(parts.slice(cut))
     const ids = [...new Set(parts.map((p) => p.id))]
     const deleted = shuffle(ids, r).slice(0, 3)
@@ -87,7 +90,9 @@ t.test('pages through the page index equal the merged view, whatever order parts
       deleted.map((id) => ({ kind: 'delete' as const, project_id: project, id, deleted_us: String(BigInt(Date.now()) * 1000n) })),
     )
     // Late parts partly flushed into newer segments, partly in the tail.
+    const merged = pageIdsPaths.merged
     await comparePages(t, store, project, r, `seed ${seed} late parts`)
+    t.ok(pageIdsPaths.merged > merged, `seed ${seed}: pages with newer parts merge them`)
     await store.flush()
     await comparePages(t, store, project, r, `seed ${seed} flushed`)
     await store.compact()

@@ -39,8 +39,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: `${FRAGMENTS}; sort fields resolve to known columns or bound JSON paths; match: an IN list of placeholders or list_contains of one`,
   },
   'src/calls/read/page-index.ts': {
-    names: ['p', 'cols', 'window', 'INDEX_FOLDED', 'where', 'BLOCK_COLUMNS'],
-    why: `${FRAGMENTS}; cols / INDEX_FOLDED / BLOCK_COLUMNS: the fixed index column lists; window: a bound timestamp`,
+    names: ['p', 'cols', 'window', 'INDEX_FOLDED', 'where', 'BLOCK_COLUMNS', 'out', 'page'],
+    why: `${FRAGMENTS}; cols / INDEX_FOLDED / BLOCK_COLUMNS / out: the fixed index column lists; window: a bound timestamp; page: a constant ORDER BY and a placeholder`,
   },
   'src/calls/page-rows.ts': { names: ['segmentSql'], why: 'a segment file path the store generates, quoted by sqlPath (page-blocks.ts)' },
   'src/calls/readers/export.ts': {

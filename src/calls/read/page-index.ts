@@ -17,6 +17,9 @@ interface Group {
   t_max: bigint | null
 }
 
+/** Pages whose ids came from the index alone (the project had no newer part) or merged with newer parts (tests, benches). */
+export const pageIdsPaths = { index: 0, merged: 0 }
+
 /**
  * The ids of a newest-first page from the page index (with the block locators of calls read from it
  * alone), or null when the page cannot take it (another
@@ -30,14 +33,17 @@ export async function indexPageIds(project: string, opts: QueryOptions, readAll:
   const sort = opts.sort_by
   if (!pageIndexEnabled || !sort || sort.length !== 1 || sort[0]!.field !== 'started_at' || sort[0]!.direction !== 'desc') return null
   const need = opts.limit! + (opts.offset ?? 0)
-  const groups = await projectGroups(project, readAll)
+  const { groups, newer } = await projectGroups(project, readAll)
   if (groups.length === 0) return null
   for (let rows = pageWindow.firstRows; ; rows *= 8) {
     const from = windowStart(groups, rows)
-    const q = pageIdsSql(project, opts, need, from)
+    const q = pageIdsSql(project, opts, need, from, newer)
     if (!q) return null
     const found = await readAll(q.sql, q.params)
-    if (found.length >= need || from === null) return pageIds(found.slice(opts.offset ?? 0))
+    if (found.length >= need || from === null) {
+      pageIdsPaths[newer ? 'merged' : 'index']++
+      return pageIds(found.slice(opts.offset ?? 0))
+    }
   }
 }
 
@@ -55,16 +61,24 @@ function pageIds(rows: Record<string, unknown>[]): PageIds {
   return { ids: rows.map((r) => String(r.id)), located }
 }
 
-/** The index row groups that may hold the project, newest first. */
-async function projectGroups(project: string, readAll: ReadAll): Promise<Group[]> {
+/**
+ * The index row groups that may hold the project, newest first, and whether the project has parts newer
+ * than the index (in flushed segments or the tail). Asked in one statement after every acknowledged write
+ * is visible (the reader waits for that first), so a write acknowledged before the page was asked for is
+ * seen here: its part is in `newer_parts` until a compaction has put it in the index, and both views change
+ * in one transaction. Without newer parts the page is the index's alone (pageIdsSql).
+ */
+async function projectGroups(project: string, readAll: ReadAll): Promise<{ groups: Group[]; newer: boolean }> {
   const params = new Params()
   const p = params.add(project)
   const rows = await readAll(
-    `SELECT rows, epoch_us(t_min) AS t_min, epoch_us(t_max) AS t_max FROM page_index_groups
-      WHERE project_min <= ${p} AND project_max >= ${p} ORDER BY t_max DESC NULLS LAST`,
+    `SELECT rows, epoch_us(t_min) AS t_min, epoch_us(t_max) AS t_max,
+        EXISTS (SELECT 1 FROM newer_parts WHERE project_id = ${p}) AS newer
+      FROM page_index_groups WHERE project_min <= ${p} AND project_max >= ${p} ORDER BY t_max DESC NULLS LAST`,
     params,
   )
-  return rows.map((r) => ({ rows: Number(r.rows), t_min: r.t_min as bigint | null, t_max: r.t_max as bigint | null }))
+  const groups = rows.map((r) => ({ rows: Number(r.rows), t_min: r.t_min as bigint | null, t_max: r.t_max as bigint | null }))
+  return { groups, newer: rows.some((r) => r.newer === true) }
 }
 
 /**
@@ -89,8 +103,16 @@ function windowStart(groups: Group[], rows: number): bigint | null {
  * The statement of one window: index rows of calls with no newer part, plus calls with newer parts
  * merged (latest non-null value per field by seq, as merged.ts), filtered as the merged view is,
  * newest first; the former with their block locators, the latter without (their answer is not the index's). Null when the query names a column the index lacks.
+ * A project with no newer part (`newer` false) reads the index alone: the merge's anti-join and its second
+ * scan of the index cost a third of the statement on the 1M bench store (bench/README.md, `bench/query`).
  */
-function pageIdsSql(project: string, opts: QueryOptions, need: number, from: bigint | null): { sql: string; params: Params } | null {
+function pageIdsSql(
+  project: string,
+  opts: QueryOptions,
+  need: number,
+  from: bigint | null,
+  newer: boolean,
+): { sql: string; params: Params } | null {
   const params = new Params()
   const p = params.add(project)
   const where = ['m.started_at IS NOT NULL', 'm.deleted_at IS NULL', ...filterSql(opts.filter, params).where]
@@ -100,6 +122,9 @@ function pageIdsSql(project: string, opts: QueryOptions, need: number, from: big
   const window = from === null ? 'true' : `started_at >= make_timestamp(${params.add(from)}::BIGINT)`
   where.push(window.replace('started_at', 'm.started_at'))
   const cols = INDEX_COLUMNS.join(', ')
+  const page = `ORDER BY m.started_at DESC NULLS LAST, m.id ASC LIMIT ${params.add(need)}`
+  const out = `m.id, ${BLOCK_COLUMNS.map((c) => `m.${c}`).join(', ')}`
+  if (!newer) return { sql: `SELECT ${out} FROM page_index m WHERE m.project_id = ${p} AND ${where.join(' AND ')} ${page}`, params }
   const sql = `WITH d AS (SELECT DISTINCT id FROM newer_parts WHERE project_id = ${p}),
     m AS (
       SELECT ${cols}, ${BLOCK_COLUMNS.join(', ')} FROM page_index WHERE project_id = ${p} AND ${window} AND id NOT IN (SELECT id FROM d)
@@ -108,7 +133,6 @@ function pageIdsSql(project: string, opts: QueryOptions, need: number, from: big
       FROM (SELECT ${cols} FROM page_index WHERE project_id = ${p} AND id IN (SELECT id FROM d)
         UNION ALL BY NAME SELECT ${cols} FROM newer_parts WHERE project_id = ${p})
       GROUP BY project_id, id)
-    SELECT m.id, ${BLOCK_COLUMNS.map((c) => `m.${c}`).join(', ')} FROM m WHERE ${where.join(' AND ')}
-    ORDER BY m.started_at DESC NULLS LAST, m.id ASC LIMIT ${params.add(need)}`
+    SELECT ${out} FROM m WHERE ${where.join(' AND ')} ${page}`
   return { sql, params }
 }

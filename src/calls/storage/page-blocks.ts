@@ -213,21 +213,32 @@ async function readFileRows(file: string, list: readonly BlockLocator[]): Promis
   try {
     const { offsets, perBlock } = await readFooter(fh, file)
     const blocks = [...new Set(list.map((l) => Math.floor(l.row / perBlock)))].sort((a, b) => a - b)
-    const inflated = new Map<number, Buffer>()
+    const runs: { first: number; last: number }[] = []
     // Runs of nearby blocks, one pread each.
     for (let i = 0; i < blocks.length;) {
       let j = i
       while (j + 1 < blocks.length && offsets[blocks[j + 1]!]! - offsets[blocks[j]! + 1]! < COALESCE_BYTES) j++
       if (blocks[j]! + 1 >= offsets.length) throw new Error(`block ${blocks[j]} past the file's ${offsets.length - 1}`)
-      const start = offsets[blocks[i]!]!
-      const buf = Buffer.alloc(offsets[blocks[j]! + 1]! - start)
-      await fh.read(buf, 0, buf.length, start)
-      for (let k = i; k <= j; k++) {
-        const b = blocks[k]!
-        inflated.set(b, zlib.inflateSync(buf.subarray(offsets[b]! - start, offsets[b + 1]! - start)))
-      }
+      runs.push({ first: i, last: j })
       i = j + 1
     }
+    // All reads at once, each run's blocks inflated as its read lands. Awaited one after another, a page's ~100
+    // reads each waited for a turn of the thread pool and of this thread: 50 ms to over a second for the reads
+    // of one page on a machine at load 20 (bench/README.md, `bench/query`, s33). Inflating on the pool instead
+    // (zlib.inflate) took ~1.5x the CPU for no shorter page on 2 cores.
+    const inflated = new Map<number, Buffer>()
+    await Promise.all(
+      runs.map(async ({ first, last }) => {
+        const start = offsets[blocks[first]!]!
+        const buf = Buffer.allocUnsafe(offsets[blocks[last]! + 1]! - start)
+        const { bytesRead } = await fh.read(buf, 0, buf.length, start)
+        if (bytesRead !== buf.length) throw new Error(`short read at ${start}: ${bytesRead} of ${buf.length} bytes`)
+        for (let k = first; k <= last; k++) {
+          const b = blocks[k]!
+          inflated.set(b, zlib.inflateSync(buf.subarray(offsets[b]! - start, offsets[b + 1]! - start)))
+        }
+      }),
+    )
     for (const l of list) {
       const text = line(inflated.get(Math.floor(l.row / perBlock))!, l.row % perBlock)
       const row = text === null ? undefined : (JSON.parse(text) as Record<string, unknown>)

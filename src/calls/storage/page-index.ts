@@ -113,9 +113,10 @@ export async function attachPageIndex(maint: DuckDBConnection, dir: string, segm
       FROM parquet_metadata([${index}]) GROUP BY file_name, row_group_id`
   await maint.run('BEGIN')
   try {
+    // Either way: a page asks for the groups and whether `newer_parts` holds its project in one statement.
+    await maint.run(newerPartsView(dir, segments))
     if (use) {
       await maint.run(`CREATE OR REPLACE VIEW page_index AS SELECT * FROM read_parquet([${index}])`)
-      await maint.run(newerPartsView(dir, segments))
       await maint.run(`CREATE OR REPLACE TABLE page_index_groups AS ${groups}`)
     } else
       await maint.run(
