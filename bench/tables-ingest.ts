@@ -10,7 +10,7 @@
  *
  *   npm run build && node dist/bench/tables-ingest.js [--rows 10000,100000] [--runs 2] [--upload update,digests] [--roots /a,/b]
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { parseFlags } from '../src/core/config.js'
@@ -52,6 +52,34 @@ function rssMb(pid: number | null): { rss: number; peak: number } {
 /** CPU seconds of the server's main thread alone (its event loop: what one request at a time cannot spread). */
 const mainCpuSeconds = (pid: number | null) => cpuSeconds(pid, `task/${pid}/stat`)
 
+/**
+ * CPU seconds of each of the server's threads (`main`, or `<comm>-<tid>`: Node's worker threads, V8's helpers and
+ * DuckDB's threads are all `node` here, so the busiest few are told apart by thread id), to split a run's CPU
+ * without a profiler. Threads that ended are not counted.
+ */
+function threadCpu(pid: number | null): Record<string, number> {
+  const out: Record<string, number> = {}
+  if (pid === null) return out
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const name = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim()
+      out[Number(tid) === pid ? 'main' : `${name}-${tid}`] = cpuSeconds(pid, `task/${tid}/stat`)
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return out
+}
+
+/** The threads that used at least 0.5 s between two readings, busiest first. */
+const threadDelta = (a: Record<string, number>, b: Record<string, number>) =>
+  Object.fromEntries(
+    Object.entries(b)
+      .map(([k, v]): [string, number] => [k, Math.round((v - (a[k] ?? 0)) * 10) / 10])
+      .filter(([, v]) => v >= 0.5)
+      .sort((x, y) => y[1] - x[1]),
+  )
+
 const uploaderOf = (weft: WeftClient): Uploader => ({
   create: (json) => weft.create(json),
   append: (base, c) => weft.append(base, c.parts),
@@ -91,12 +119,14 @@ for (const n of sizes) {
           const before = load()
           const cpu0 = cpuSeconds(x.pid)
           const main0 = mainCpuSeconds(x.pid)
+          const threads0 = threadCpu(x.pid)
           const t0 = performance.now()
           const digest = await uploadDataset(x.uploader, d, mode)
           const s = (performance.now() - t0) / 1000
           if (digest !== tableDigestOf(d.digests)) throw new Error(`table digest differs from the generated rows' (${digest})`)
           const cpu = cpuSeconds(x.pid) - cpu0
           const main = mainCpuSeconds(x.pid) - main0
+          const threads = threadDelta(threads0, threadCpu(x.pid))
           const mem = rssMb(x.pid)
           x.peakRss = Math.max(x.peakRss, mem.peak)
           x.rates.push(d.bytes / 1e6 / s)
@@ -111,6 +141,7 @@ for (const n of sizes) {
             s,
             cpu_s: cpu,
             main_cpu_s: main,
+            thread_cpu_s: threads,
             rss_mb: mem.rss,
             peak_rss_mb: mem.peak,
             load_before: before,
@@ -118,7 +149,7 @@ for (const n of sizes) {
           })
           const mbs = (d.bytes / 1e6 / s).toFixed(1)
           console.log(
-            `${x.root} ${n} rows ${mode} run ${r + 1}: ${(d.bytes / 1e6).toFixed(1)} MB in ${s.toFixed(2)} s = ${mbs} MB/s, server CPU ${cpu.toFixed(1)} s (main thread ${main.toFixed(1)} s), RSS ${mem.rss.toFixed(0)} MB (peak ${mem.peak.toFixed(0)}) (load ${before} → ${load()})`,
+            `${x.root} ${n} rows ${mode} run ${r + 1}: ${(d.bytes / 1e6).toFixed(1)} MB in ${s.toFixed(2)} s = ${mbs} MB/s, server CPU ${cpu.toFixed(1)} s (main thread ${main.toFixed(1)} s), RSS ${mem.rss.toFixed(0)} MB (peak ${mem.peak.toFixed(0)}) (load ${before} → ${load()}); threads ${JSON.stringify(threads)}`,
           )
         }
       }

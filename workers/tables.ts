@@ -1,6 +1,18 @@
 // Piscina worker: parses, checks and digests table bodies off the event loop (src/catalog/table-prepare.ts).
+import { move, transferableSymbol, valueSymbol } from 'piscina'
 import { prepareTableTask, type TableTask } from '../src/catalog/table-prepare.js'
 
 export default function tables(task: TableTask) {
-  return prepareTableTask(task)
+  const r = prepareTableTask(task)
+  if (!r.ok || !r.packed) return r
+  // Packed rows move back: their buffers are this thread's (the body came by transfer or as a copy).
+  const { text, ends } = r.packed
+  return move({
+    get [transferableSymbol]() {
+      return [text.buffer, ends.buffer]
+    },
+    get [valueSymbol]() {
+      return r
+    },
+  })
 }

@@ -15,7 +15,7 @@ export function digestOfSha256(sha256: Buffer): string {
 }
 
 /** Python's float repr: shortest round-trip digits, exponent form below 1e-4 and from 1e16, 2-digit exponents. */
-function pyNumber(n: number): string {
+export function pyNumber(n: number): string {
   // The common cases, where JS and Python print the same digits: safe integers, and decimals Python does not
   // write in exponent form (JS switches to it only further out, below 1e-6 and from 1e21).
   if (Number.isSafeInteger(n)) return String(n)

@@ -2,9 +2,11 @@ import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import { DomainError } from '../core/errors.js'
-import { tableTaskError, type TableTask, type TableTaskResult } from './table-prepare.js'
+import { tableTaskError, unpackRows, type PreparedRows, type TableTask, type TableTaskResult } from './table-prepare.js'
 
-export type PreparedTable = Extract<TableTaskResult, { ok: true }>
+type Done = Extract<TableTaskResult, { ok: true }>
+/** A prepared request with its rows' texts as strings. */
+export type PreparedTable = (Extract<Done, { route: 'create' }> | Extract<Done, { route: 'update' }>) & PreparedRows
 
 /**
  * Worker threads that parse and digest table bodies (table-prepare.ts). The server makes one and closes it at
@@ -54,7 +56,7 @@ export class TablePool {
       throw new DomainError(503, `The table worker failed on this request and nothing was written: ${message}`, { retryAfterS: 1 })
     }
     if (!r.ok) throw tableTaskError(r)
-    return r
+    return r.packed ? { ...r, texts: unpackRows(r.packed), packed: undefined } : (r as PreparedTable)
   }
 
   /** Ends the workers (a task still running is cancelled; its request fails with 503). Safe to call twice. */

@@ -12,6 +12,7 @@ import {
 } from '../schemas/tables.js'
 import { checkCount, checkExpected, MAX_REQUEST_ROWS, toStored } from './table-rules.js'
 import { checkJsonShape } from '../core/json-shape.js'
+import { scanTableBody, type PackedRows, type ScannedBody } from './table-scan.js'
 
 /**
  * The CPU-heavy part of `/table/create` and `/table/update`, run in a worker thread (workers/tables.ts) so the event
@@ -26,16 +27,40 @@ export interface TableTask {
   entities: string[] | null
 }
 
-/** Row i of a request: its digest and the compact JSON text stored for it (update i of an update; '' for pops). */
+/**
+ * Row i of a request: its digest and the compact JSON text stored for it (update i of an update; '' for pops). An
+ * update's `updates` are null when every one is an append: the rows are appended in order.
+ */
 export interface PreparedRows {
   digests: string[]
   texts: string[]
 }
 
+/**
+ * The rows as they cross back from the worker: the texts as strings (the whole-body path), or packed in one
+ * buffer that moves rather than being cloned string by string (table-scan.ts); `unpackRows` makes them strings.
+ */
+type Crossing = { digests: string[]; texts: string[]; packed?: undefined } | { digests: string[]; texts?: undefined; packed: PackedRows }
+
 export type TableTaskResult =
-  | ({ ok: true; route: 'create'; project: string; digest: string } & PreparedRows)
-  | ({ ok: true; route: 'update'; project: string; base: string; updates: TableUpdateSpec[] } & PreparedRows)
+  | ({ ok: true; route: 'create'; project: string; digest: string } & Crossing)
+  | ({ ok: true; route: 'update'; project: string; base: string; updates: TableUpdateSpec[] | null } & Crossing)
   | { ok: false; status: number; message: string; details?: Detail[] }
+
+/**
+ * The texts of packed rows as strings, on the request thread: one decode of the buffer and a slice per row (V8
+ * keeps a slice as a view of the decoded whole, so the rows' bytes are copied once).
+ */
+export function unpackRows(p: PackedRows): string[] {
+  const all = Buffer.from(p.text.buffer, p.text.byteOffset, p.text.byteLength).toString(p.utf8 ? 'utf8' : 'latin1')
+  const texts = new Array<string>(p.ends.length)
+  let start = 0
+  for (let i = 0; i < p.ends.length; i++) {
+    texts[i] = all.slice(start, p.ends[i])
+    start = p.ends[i]!
+  }
+  return texts
+}
 
 const validCreate = compileValidator(TableCreateReqSchema, 'body')
 const validUpdate = compileValidator(TableUpdateReqSchema, 'body')
@@ -58,7 +83,67 @@ function parse<T>(task: TableTask, check: (v: unknown) => Detail[] | null): T {
   return validated<T>(body, check)
 }
 
+/**
+ * The same checks on a scanned body's envelope (its rows, each a `0` there, were checked by the scan); null if it
+ * does not parse, which a scanned body always does: the whole-body path then answers as it would have.
+ */
+function parseScanned<T>(scanned: ScannedBody, check: (v: unknown) => Detail[] | null): T | null {
+  let body: unknown
+  try {
+    body = JSON.parse(scanned.envelope)
+  } catch {
+    return null
+  }
+  checkJsonShape(body, scanned.envelope.includes('\\u'))
+  return validated<T>(body, check)
+}
+
+/** Create from a scanned body (table-scan.ts); null: the whole-body path. */
+function createScanned(task: TableTask): TableTaskResult | null {
+  const scanned = scanTableBody(task.body, 'create')
+  const req = scanned && parseScanned<TableCreateReq>(scanned, validCreate)
+  if (!scanned || !req) return null
+  const { table } = req
+  checkProject(task, table.project_id)
+  checkCount(table.rows.length, MAX_REQUEST_ROWS, 'rows in one request')
+  const { digests } = scanned.rows
+  if (digests.length !== table.rows.length) return null
+  const digest = createHash('sha256').update(digests.join('')).digest('hex')
+  checkExpected(table.expected_digest, digest)
+  return { ok: true, route: 'create', project: table.project_id, digest, digests, packed: scanned.rows }
+}
+
+/** Update from a scanned body; null: the whole-body path. */
+function updateScanned(task: TableTask): TableTaskResult | null {
+  const scanned = scanTableBody(task.body, 'update')
+  const req = scanned && parseScanned<TableUpdateReq>(scanned, validUpdate)
+  if (!scanned || !req) return null
+  checkProject(task, req.project_id)
+  checkCount(req.updates.length, MAX_REQUEST_ROWS, 'updates in one request')
+  const { digests } = scanned.rows
+  if (digests.length !== req.updates.length) return null
+  const updates = req.updates.map((u, i): TableUpdateSpec | null => {
+    if ('pop' in u) return digests[i] === '' ? u : null
+    if (digests[i] === '') return null
+    return 'append' in u ? { append: { row: null } } : { insert: { index: u.insert.index, row: null } }
+  })
+  if (updates.includes(null)) return null
+  // Only appends (a dataset's chunks): no update objects cross back, row i is appended i-th.
+  const appends = updates.every((u) => u !== null && 'append' in u)
+  return {
+    ok: true,
+    route: 'update',
+    project: req.project_id,
+    base: req.base_digest,
+    updates: appends ? null : (updates as TableUpdateSpec[]),
+    digests,
+    packed: scanned.rows,
+  }
+}
+
 function create(task: TableTask): TableTaskResult {
+  const scanned = createScanned(task)
+  if (scanned) return scanned
   const { table } = parse<TableCreateReq>(task, validCreate)
   checkProject(task, table.project_id)
   checkCount(table.rows.length, MAX_REQUEST_ROWS, 'rows in one request')
@@ -74,6 +159,8 @@ function create(task: TableTask): TableTaskResult {
 }
 
 function update(task: TableTask): TableTaskResult {
+  const scanned = updateScanned(task)
+  if (scanned) return scanned
   const req = parse<TableUpdateReq>(task, validUpdate)
   checkProject(task, req.project_id)
   checkCount(req.updates.length, MAX_REQUEST_ROWS, 'updates in one request')

@@ -26,14 +26,15 @@ import type { TablesBackend } from './backends.js'
 import { applyUpdates, checkCount, checkExpected, MAX_REQUEST_ROWS, MAX_TABLE_ROWS, toRow, toStored, type RowOf } from './table-rules.js'
 import type { TableQueryReq, TableRow, TableStatsRow, TableUpdateSpec } from '../schemas/tables.js'
 
-/** A write's project, its row index and the rows it stores. */
+/** A write's project, its row index and the rows it stores (as rows, or already column-wise). */
 interface Writing {
   project: string
   index: RowIndex | null
-  fresh: StoredRow[]
+  fresh: StoredRow[] | Rows
 }
 
-const columns = (rows: StoredRow[]): Rows => ({ digests: rows.map((r) => r.digest), texts: rows.map((r) => r.val_dump) })
+const columns = (rows: StoredRow[] | Rows): Rows =>
+  Array.isArray(rows) ? { digests: rows.map((r) => r.digest), texts: rows.map((r) => r.val_dump) } : rows
 
 /** Hash states of recently written tables kept so an append hashes only the new rows (a Hash is ~400 bytes). */
 const HASH_STATES = 64
@@ -74,9 +75,23 @@ export class TableStore implements TablesBackend {
     return this.updateWith(project, base, updates, toStored)
   }
 
-  /** `update` with each update's row already checked and digested (table-prepare.ts): row i is update i's. */
-  async updateStored(project: string, base: string, updates: TableUpdateSpec[], rows: Rows) {
+  /**
+   * `update` with each update's row already checked and digested (table-prepare.ts): row i is update i's. Null
+   * updates: every row appended in order, with no per-row objects (a 10,000-row chunk made ~40,000 of them).
+   */
+  async updateStored(project: string, base: string, updates: TableUpdateSpec[] | null, rows: Rows) {
+    if (updates === null) return this.appendRows(project, base, rows)
     return this.updateWith(project, base, updates, (_row, _where, i) => ({ digest: rows.digests[i]!, val_dump: rows.texts[i]! }))
+  }
+
+  private async appendRows(project: string, base: string, rows: Rows) {
+    checkCount(rows.digests.length, MAX_REQUEST_ROWS, 'updates in one request')
+    return this.write(project, async (tx, index) => {
+      const list = await readList(tx, project, base)
+      if (!list) throw new DomainError(404, `Table ${base} not found`)
+      checkCount(list.n + rows.digests.length, MAX_TABLE_ROWS, 'rows in the table')
+      return this.append(tx, { project, index, fresh: rows }, base, list, rows.digests)
+    })
   }
 
   private async updateWith(project: string, base: string, updates: TableUpdateSpec[], rowOf: RowOf) {
@@ -126,7 +141,7 @@ export class TableStore implements TablesBackend {
   }
 
   /** Pops and inserts: the chunks wholly before the first changed position are kept, the rest written anew. */
-  private async rewrite(tx: Tx, w: Writing, list: TableList, updates: TableUpdateSpec[], rowOf: RowOf) {
+  private async rewrite(tx: Tx, w: Writing & { fresh: StoredRow[] }, list: TableList, updates: TableUpdateSpec[], rowOf: RowOf) {
     const { project } = w
     const old = await allEntries(tx, project, list)
     const digests = [...old.digests]
