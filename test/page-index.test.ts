@@ -4,7 +4,7 @@ import path from 'node:path'
 import type { CallPart, QueryOptions } from '../src/calls/model.js'
 import { CallStore } from '../src/calls/store.js'
 import { foldParts } from '../src/calls/ingest/parts.js'
-import { pageIdsPaths, pageWindow } from '../src/calls/read/page-index.js'
+import { pageIdsPaths, pageNewer, pageWindow } from '../src/calls/read/page-index.js'
 import { pageIndexLayout } from '../src/calls/storage/page-index.js'
 import { ownFiles } from '../src/calls/storage/segments.js'
 import { tempDir } from './helpers/server.js'
@@ -16,6 +16,8 @@ import { shuffle } from './helpers/merge-order.js'
 pageIndexLayout.rowGroup = 16
 pageIndexLayout.minParts = 0
 pageWindow.firstRows = 10
+pageNewer.firstRows = 2
+pageNewer.perCall = 1
 
 /** The pages asked for: each sorted newest first (the index path), with filters, `$expr` on latency and offsets. */
 function pages(r: () => number): QueryOptions[] {
@@ -85,6 +87,13 @@ t.test('pages through the page index equal the merged view, whatever order parts
     t.ok(pageIdsPaths.index > before.index && pageIdsPaths.merged === before.merged, `seed ${seed}: pages from the index alone`)
     await send(parts.slice(cut))
     const ids = [...new Set(parts.map((p) => p.id))]
+    // Starts sent again with another time (a retried start, a clock put right): the later part wins in the merged
+    // view, moving a compacted call past every other (into the newest window) or back behind them all.
+    const starts = parts.filter((p) => p.kind === 'start' && p.started_us != null)
+    const again = shuffle(starts, r)
+      .slice(0, 6)
+      .map((p, i) => ({ ...p, started_us: String(BigInt(p.started_us!) + BigInt(i % 2 ? 1 : -1) * 900n * 3_600_000_000n) }))
+    await store.ingest(again)
     const deleted = shuffle(ids, r).slice(0, 3)
     await store.ingest(
       deleted.map((id) => ({ kind: 'delete' as const, project_id: project, id, deleted_us: String(BigInt(Date.now()) * 1000n) })),
@@ -158,4 +167,43 @@ t.test('a missing or damaged page index: pages take the merge path, and the inde
   t.not(store.segments[0]!.index, index, 'a new index file is named')
   t.ok(await indexedProject(store, project), 'and used')
   t.same(await store.query(project, q), before, 'same page through the rebuilt index')
+})
+
+t.test('a compacted call started again later: merged from its index row wherever that row lies', async (t) => {
+  // Calls 0-3 are the oldest and named by an update, 4 and 5 deleted; all are compacted. Their starts then arrive
+  // again, newest of all: each must be merged with its index row (outside the page's window), which holds the name
+  // or the deletion. Expected ids worked out here: the four named, tied on started_at, by id; never 4 or 5.
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const store = await CallStore.open(dir, { flushIntervalMs: 0, maxSegments: 100 })
+  t.teardown(() => store.close())
+  const project = 'pages/restart'
+  const hour = 3_600_000_000
+  const t0 = 1_767_225_600_000_000
+  const id = (i: number) => `0190000000000${String(i).padStart(3, '0')}`
+  const start = (i: number, at: number): CallPart => ({ kind: 'start', project_id: project, id: id(i), op_name: 'op', started_us: at })
+  const parts: CallPart[] = []
+  for (let i = 0; i < 60; i++)
+    parts.push(start(i, t0 + i * hour), { kind: 'end', project_id: project, id: id(i), ended_us: t0 + i * hour + 1000 })
+  for (let i = 0; i < 4; i++) parts.push({ kind: 'update', project_id: project, id: id(i), display_name: 'named' })
+  // Calls 4 and 5 deleted: their index rows are tombstones, which a late start must not undo.
+  for (const i of [4, 5]) parts.push({ kind: 'delete', project_id: project, id: id(i), deleted_us: t0 + 70 * hour })
+  await store.ingest(parts)
+  await store.flush()
+  await store.compact()
+  t.ok(await indexedProject(store, project), 'the calls are indexed')
+  await store.ingest([3, 1, 0, 2, 5, 4].map((i) => start(i, t0 + (i < 4 ? 100 : 200) * hour)))
+  const named = { $expr: { $eq: [{ $getField: 'display_name' }, { $literal: 'named' }] } }
+  const desc = [{ field: 'started_at', direction: 'desc' as const }]
+  const page = await store.query(project, { sort_by: desc, limit: 4, query: named })
+  t.same(
+    page.map((c) => c.id),
+    [0, 1, 2, 3].map(id),
+    'the four named calls, now newest',
+  )
+  t.same(
+    (await store.query(project, { sort_by: desc, limit: 6 })).map((c) => c.id),
+    [0, 1, 2, 3, 59, 58].map(id),
+    'then the newest of the rest; the deleted calls stay deleted',
+  )
 })

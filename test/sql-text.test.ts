@@ -39,8 +39,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: `${FRAGMENTS}; sort fields resolve to known columns or bound JSON paths; match: an IN list of placeholders or list_contains of one`,
   },
   'src/calls/read/page-index.ts': {
-    names: ['p', 'cols', 'window', 'INDEX_FOLDED', 'where', 'BLOCK_COLUMNS', 'out', 'page'],
-    why: `${FRAGMENTS}; cols / INDEX_FOLDED / BLOCK_COLUMNS / out: the fixed index column lists; window: a bound timestamp; page: a constant ORDER BY and a placeholder`,
+    names: ['p', 'cols', 'window', 'INDEX_FOLDED', 'where', 'BLOCK_COLUMNS', 'out', 'page', 'compacted', 'newerOnly', 'merged', 'c'],
+    why: `${FRAGMENTS}; cols / INDEX_FOLDED / BLOCK_COLUMNS / out: the fixed index column lists; window: a bound timestamp; page: a constant ORDER BY and a placeholder; compacted / newerOnly: constants; merged / c: composed of the former`,
   },
   'src/calls/page-rows.ts': { names: ['segmentSql'], why: 'a segment file path the store generates, quoted by sqlPath (page-blocks.ts)' },
   'src/calls/readers/export.ts': {
@@ -61,7 +61,7 @@ const REVIEWED: Record<string, Reviewed> = {
   },
   'src/calls/storage/open.ts': { names: ['f'], why: 'a segment file path the store generates, quoted by sqlPath (segmentFiles)' },
   'src/calls/storage/page-index.ts': {
-    names: ['INDEX_COLUMNS', 'sqlPath', 'pageIndexLayout.rowGroup', 'index', 'groups', 'flushed', 'files'],
+    names: ['INDEX_COLUMNS', 'sqlPath', 'pageIndexLayout.rowGroup', 'index', 'groups', 'flushed', 'files', 'indexedFiles'],
     why: 'index and segment file paths the store generates, quoted by sqlPath; the fixed index column list; a numeric row-group size',
   },
   'src/calls/read/statements.ts': { names: ['l', 'limit', 'matching', 'merged', 'p', 'roots'], why: FRAGMENTS },

@@ -17,6 +17,15 @@ interface Group {
   t_max: bigint | null
 }
 
+/**
+ * Parts newer than the index (flushed segments, the tail) are windowed too: the page's window starts no earlier than
+ * the `started_at` of the newest `rows` start parts there (rows: at least this, and 16 per call the page needs, eight
+ * times more each time the window falls short), and only calls with a newer part in the window, or an index row in it,
+ * are merged. Under ingest the newer parts hold ~a million parts, and merging all of them for every page took
+ * seconds. `WEFT_PAGE_NEWER_WINDOW=off` merges them all, as before (A/B benches).
+ */
+export const pageNewer = { windowed: process.env.WEFT_PAGE_NEWER_WINDOW !== 'off', firstRows: 4_096, perCall: 16 }
+
 /** Pages whose ids came from the index alone (the project had no newer part) or merged with newer parts (tests, benches). */
 export const pageIdsPaths = { index: 0, merged: 0 }
 
@@ -35,15 +44,37 @@ export async function indexPageIds(project: string, opts: QueryOptions, readAll:
   const need = opts.limit! + (opts.offset ?? 0)
   const { groups, newer } = await projectGroups(project, readAll)
   if (groups.length === 0) return null
-  for (let rows = pageWindow.firstRows; ; rows *= 8) {
-    const from = windowStart(groups, rows)
-    const q = pageIdsSql(project, opts, need, from, newer)
+  let windowed = newer && pageNewer.windowed
+  let indexRows = pageWindow.firstRows
+  let newerRows = Math.max(pageNewer.firstRows, need * pageNewer.perCall)
+  for (;;) {
+    let from = windowStart(groups, indexRows)
+    // Whether the window covers every call: the index's groups all, and fewer newer start parts than asked for.
+    let all = from === null
+    if (windowed) {
+      const t = await newerStart(project, newerRows, readAll)
+      if (t !== null) {
+        from = from === null || t > from ? t : from
+        all = false
+      }
+    }
+    const q = pageIdsSql(project, opts, need, from, newer, windowed)
     if (!q) return null
     const found = await readAll(q.sql, q.params)
-    if (found.length >= need || from === null) {
-      pageIdsPaths[newer ? 'merged' : 'index']++
-      return pageIds(found.slice(opts.offset ?? 0))
+    if (found.length < need && !all) {
+      // Wider by what the page still lacks (twice the calls the window held per call found, at least 8x): a
+      // filter that keeps one call in a thousand gets there in two windows rather than four. A windowed round that
+      // found nothing means a filter rarer than one newer call in thousands: the newer parts are merged whole.
+      if (windowed && found.length === 0) windowed = false
+      else {
+        const grow = found.length > 0 ? Math.max(8, Math.ceil((2 * need) / found.length)) : 8
+        indexRows *= grow
+        newerRows *= grow
+      }
+      continue
     }
+    pageIdsPaths[newer ? 'merged' : 'index']++
+    return pageIds(found.slice(opts.offset ?? 0))
   }
 }
 
@@ -82,6 +113,21 @@ async function projectGroups(project: string, readAll: ReadAll): Promise<{ group
 }
 
 /**
+ * The `started_at` of the rows-th newest start part newer than the index, or null when there are fewer. From there
+ * on the newer parts hold at least `rows` start parts, so a window starting there holds calls enough to try.
+ */
+async function newerStart(project: string, rows: number, readAll: ReadAll): Promise<bigint | null> {
+  const params = new Params()
+  const p = params.add(project)
+  const found = await readAll(
+    `SELECT epoch_us(started_at) AS t FROM newer_parts WHERE project_id = ${p} AND started_at IS NOT NULL
+      ORDER BY started_at DESC LIMIT 1 OFFSET ${params.add(rows - 1)}`,
+    params,
+  )
+  return found.length > 0 ? (found[0]!.t as bigint) : null
+}
+
+/**
  * The earliest `started_at` of the newest groups holding about `rows` rows, or null when they are all
  * of them. Any value gives the right page (the caller widens the window while it holds too few calls);
  * a good one reads only the groups the page needs.
@@ -112,6 +158,7 @@ function pageIdsSql(
   need: number,
   from: bigint | null,
   newer: boolean,
+  windowed: boolean,
 ): { sql: string; params: Params } | null {
   const params = new Params()
   const p = params.add(project)
@@ -125,14 +172,25 @@ function pageIdsSql(
   const page = `ORDER BY m.started_at DESC NULLS LAST, m.id ASC LIMIT ${params.add(need)}`
   const out = `m.id, ${BLOCK_COLUMNS.map((c) => `m.${c}`).join(', ')}`
   if (!newer) return { sql: `SELECT ${out} FROM page_index m WHERE m.project_id = ${p} AND ${where.join(' AND ')} ${page}`, params }
-  const sql = `WITH d AS (SELECT DISTINCT id FROM newer_parts WHERE project_id = ${p}),
+  // A call with newer parts, merged: its compacted row (the index row on the whole path; on the windowed one, its row
+  // in the id-ordered compacted segments, looked up by id: a join's id range prunes them) and its newer parts.
+  const compacted = windowed ? 'indexed_parts' : 'page_index'
+  const newerOnly = windowed ? ' AND id IN (SELECT id FROM c)' : ''
+  const merged = `SELECT project_id, id, max(seq) AS seq, ${INDEX_FOLDED.map(latest).join(', ')}, max(deleted_at) AS deleted_at
+      FROM (SELECT ${cols} FROM ${compacted} WHERE project_id = ${p} AND id IN (SELECT id FROM c)
+        UNION ALL BY NAME SELECT ${cols} FROM newer_parts WHERE project_id = ${p}${newerOnly})
+      GROUP BY project_id, id`
+  // c: the calls merged. Windowed: those with a newer part that may be in the window (a newer start there, or an
+  // index row there), gathered once (MATERIALIZED); whole: every call with a newer part. The index rows in the window
+  // of all other calls are read as indexed (the page's filters reach that scan).
+  const c = windowed
+    ? `c AS MATERIALIZED (SELECT DISTINCT id FROM newer_parts WHERE project_id = ${p}
+        AND (${window} OR id IN (SELECT id FROM page_index WHERE project_id = ${p} AND ${window})))`
+    : `c AS (SELECT DISTINCT id FROM newer_parts WHERE project_id = ${p})`
+  const sql = `WITH ${c},
     m AS (
-      SELECT ${cols}, ${BLOCK_COLUMNS.join(', ')} FROM page_index WHERE project_id = ${p} AND ${window} AND id NOT IN (SELECT id FROM d)
-      UNION ALL BY NAME
-      SELECT project_id, id, max(seq) AS seq, ${INDEX_FOLDED.map(latest).join(', ')}, max(deleted_at) AS deleted_at
-      FROM (SELECT ${cols} FROM page_index WHERE project_id = ${p} AND id IN (SELECT id FROM d)
-        UNION ALL BY NAME SELECT ${cols} FROM newer_parts WHERE project_id = ${p})
-      GROUP BY project_id, id)
+      SELECT ${cols}, ${BLOCK_COLUMNS.join(', ')} FROM page_index WHERE project_id = ${p} AND ${window} AND id NOT IN (SELECT id FROM c)
+      UNION ALL BY NAME ${merged})
     SELECT ${out} FROM m WHERE ${where.join(' AND ')} ${page}`
   return { sql, params }
 }

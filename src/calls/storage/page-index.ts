@@ -117,6 +117,9 @@ export async function attachPageIndex(maint: DuckDBConnection, dir: string, segm
     await maint.run(newerPartsView(dir, segments))
     if (use) {
       await maint.run(`CREATE OR REPLACE VIEW page_index AS SELECT * FROM read_parquet([${index}])`)
+      // The same calls by id: the compacted segments, ordered by id (a page merges the few with newer parts from here).
+      const indexedFiles = segmentFiles(dir, compacted).join(', ')
+      await maint.run(`CREATE OR REPLACE VIEW indexed_parts AS SELECT * FROM read_parquet([${indexedFiles}], union_by_name = true)`)
       await maint.run(`CREATE OR REPLACE TABLE page_index_groups AS ${groups}`)
     } else
       await maint.run(
