@@ -62,6 +62,7 @@ export function routeSummary(l: RouteLog) {
     intended_errors: intended.reduce((a, [, n]) => a + n, 0),
     unintended_errors: unintended.reduce((a, [, n]) => a + n, 0),
     error_samples: l.samples,
+    ...(Object.keys(l.statsPaths).length ? { stats_paths: l.statsPaths } : {}),
   }
 }
 
@@ -91,6 +92,11 @@ export function targets(routes: Record<string, RouteSummary>, samples: Sample[],
       resplits: samples.at(-1)?.compaction_resplits ?? null,
       max_segments: Math.max(0, ...after.map((s) => s.segments)),
       met: (samples.at(-1)?.compaction_failures ?? 0) === 0,
+    },
+    // Issue 16: statistics stay on the rollups throughout sustained ingest (flushes, compactions and their upkeep).
+    stats_on_rollups: {
+      paths: routes['calls/stats']?.stats_paths ?? {},
+      met: Object.keys(routes['calls/stats']?.stats_paths ?? {}).every((p) => p === 'rollup'),
     },
     read_p99_under_250ms: {
       worst_read_p99_ms: worstRead,

@@ -11,11 +11,14 @@ export class RouteLog {
   readonly at: number[] = []
   readonly statuses: Record<string, number> = {}
   readonly samples: string[] = []
-  record(t0: number, started: number, status: number | 'network', detail?: string): void {
+  /** How `/calls/stats` answers were computed (their `x-weft-stats-path`: rollup, scan, ...), counted. */
+  readonly statsPaths: Record<string, number> = {}
+  record(t0: number, started: number, status: number | 'network', detail?: string, statsPath?: string | null): void {
     const now = performance.now()
     this.ms.push(now - started)
     this.at.push((now - t0) / 1000)
     this.statuses[status] = (this.statuses[status] ?? 0) + 1
+    if (statsPath) this.statsPaths[statsPath] = (this.statsPaths[statsPath] ?? 0) + 1
     const ok = typeof status === 'number' && status < 400
     if (!ok && detail && this.samples.length < 5) this.samples.push(`${status}: ${detail.slice(0, 200)}`)
   }
@@ -51,7 +54,7 @@ async function post(c: Ctx, route: string, path: string, body: unknown): Promise
       body: JSON.stringify(body),
     })
     const text = await res.text()
-    log(c, route).record(c.t0, started, res.status, text)
+    log(c, route).record(c.t0, started, res.status, text, res.headers.get('x-weft-stats-path'))
   } catch (e) {
     log(c, route).record(c.t0, started, 'network', (e as Error).message)
   }
