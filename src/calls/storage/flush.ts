@@ -66,9 +66,9 @@ async function switchLog(s: StorageState): Promise<string[]> {
   const next = (await Wal.open(path.join(s.dir, newWal))).wal
   // Listed before it takes appends: a record acknowledged from a log the manifest does not name yet would be
   // removed, as a stray file, by a start after a crash here (the crash matrix lost calls this way).
-  const manifest = { ...s.manifest, wals: [...oldWals, newWal] }
-  await writeManifest(s.dir, manifest)
-  s.manifest = manifest
+  await writeManifest(s.dir, { ...s.manifest, wals: [...oldWals, newWal] })
+  // The manifest as it is now: a compaction's fold names its files from it meanwhile (next_file; compact.ts).
+  s.manifest = { ...s.manifest, wals: [...oldWals, newWal] }
   s.wal = next
   await previous.close()
   return oldWals

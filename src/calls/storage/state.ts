@@ -11,8 +11,10 @@ export interface StorageState {
   manifest: Manifest
   /** The log taking appends (a flush switches it). */
   wal: Wal
-  /** The connection flushes, compactions and view changes run on. */
+  /** The connection flushes, compactions and view changes run on (a compaction folds on one of its own: see connect). */
   readonly maint: DuckDBConnection
+  /** A new connection to the store's database (a compaction's fold runs on one beside flushes). */
+  connect(): Promise<DuckDBConnection>
   readonly tail: Tail
   readonly opts: Required<StoreOptions>
   readonly closed: boolean

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api'
 import { DomainError } from '../../core/errors.js'
-import { compactSegments, idBounds, overSegmentLimit } from './compact.js'
+import { foldSegments, idBounds, overSegmentLimit, planCompaction, swapCompacted } from './compact.js'
 import { flushTail } from './flush.js'
 import type { StoreOptions } from './options.js'
 import { SegmentPins } from './pins.js'
@@ -38,6 +38,8 @@ export class Storage implements StorageState {
   private compactionFailures = 0
   private lastCompactionError: string | null = null
   private flushChain: Promise<unknown> = Promise.resolve()
+  /** The compaction under way, if any (its fold runs outside the flush chain: see compactOnce). */
+  private compacting: Promise<void> | null = null
   /** A size-triggered flush is queued and has not started: later batches need not queue another. */
   private sizeFlushQueued = false
   private timer?: NodeJS.Timeout
@@ -93,12 +95,7 @@ export class Storage implements StorageState {
       // One queued flush takes the whole tail when it runs; a flush per batch over the threshold
       // would, under load, queue a train of tiny segments (and compactions).
       this.sizeFlushQueued = true
-      const run = this.flushChain.then(() => {
-        this.sizeFlushQueued = false
-        return this.flushOnce()
-      })
-      this.flushChain = run.catch(() => {})
-      void run.catch(() => {})
+      void this.flush(() => (this.sizeFlushQueued = false)).catch(() => {})
     }
   }
 
@@ -115,31 +112,48 @@ export class Storage implements StorageState {
     this.timer.unref()
   }
 
-  /** Moves the tail into a new Parquet segment (see flushTail); runs in turn with compactions. */
-  flush(): Promise<void> {
-    return this.exclusive(() => this.flushOnce())
+  /**
+   * Moves the tail into a new Parquet segment (see flushTail), in turn with other flushes and with the steps of a
+   * compaction that change the segments; past the segment limit it then compacts (and waits for that).
+   */
+  async flush(starting?: () => void): Promise<void> {
+    await this.exclusive(() => (starting?.(), this.flushOnce()))
+    if (overSegmentLimit(this.manifest.segments, this.opts.maxSegments)) await this.compactOnce()
   }
 
   private async flushOnce(): Promise<void> {
     if (!(await flushTail(this))) return
     for (const hook of this.hooks) await hook('flush').catch(() => {})
-    if (overSegmentLimit(this.manifest.segments, this.opts.maxSegments)) await this.compactOnce()
   }
 
-  /** Compacts every segment into one (see compactSegments); runs in turn with flushes. */
-  compact(): Promise<void> {
-    return this.exclusive(() => this.compactOnce())
+  /** Compacts every segment into one (see compactSegments): after any compaction under way, a new one. */
+  async compact(): Promise<void> {
+    await this.compacting?.catch(() => {})
+    return this.compactOnce()
   }
 
-  private async compactOnce(): Promise<void> {
-    try {
-      if (!(await compactSegments(this))) return
-    } catch (e) {
-      this.compactionFailures++
-      this.lastCompactionError = e instanceof Error ? e.message : String(e)
-      throw e
-    }
-    for (const hook of this.hooks) await hook('compact').catch(() => {})
+  /**
+   * One compaction (joined if one is under way): the segments chosen, and at the end the manifest swapped and the
+   * hooks run, in turn with flushes; the fold between, beside them (compact.ts says why).
+   */
+  private compactOnce(): Promise<void> {
+    if (this.compacting) return this.compacting
+    const run = (async () => {
+      try {
+        const old = await this.exclusive(() => planCompaction(this))
+        if (!old) return
+        const made = await foldSegments(this, old)
+        await this.exclusive(async () => {
+          if (await swapCompacted(this, old, made)) for (const hook of this.hooks) await hook('compact').catch(() => {})
+        })
+      } catch (e) {
+        this.compactionFailures++
+        this.lastCompactionError = e instanceof Error ? e.message : String(e)
+        throw e
+      }
+    })().finally(() => (this.compacting = null))
+    this.compacting = run
+    return run
   }
 
   /**
@@ -210,6 +224,7 @@ export class Storage implements StorageState {
 
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer)
+    await this.compacting?.catch(() => {})
     await this.flushChain
     this.closed = true
     await this.tail.settled(this.tail.pendingGens)
