@@ -4,7 +4,7 @@
 import { rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { chdbResolvable } from '../src/clickhouse/chdb-executor.js'
 import { allStatements, bootstrap, MIGRATIONS } from '../src/clickhouse/migrations.js'
 import type { CallFilter } from '../src/calls/model.js'
@@ -14,6 +14,27 @@ import { chRollupDoneSql, chRollupUsageSql } from '../src/clickhouse/stats-done-
 import { slotParams } from '../src/clickhouse/stats-slots.js'
 import { ALPHA } from '../src/stats/sketch.js'
 import { ROOT, tempDir, CHDB_FROM } from './helpers/server.js'
+
+interface ChdbSession {
+  query(sql: string, f?: string): string
+  queryBind(sql: string, args: object, f?: string): string
+  close(): void
+}
+
+/** A chdb session on a fresh directory (closed and removed at the test's end) with the migrations before `version` applied. */
+function sessionBefore(t: Test, prefix: string, version: number) {
+  const chdb = createRequire(CHDB_FROM.find((f) => chdbResolvable([f]))!)('chdb') as { Session: new (dir: string) => ChdbSession }
+  const dir = tempDir(prefix)
+  const s = new chdb.Session(dir)
+  t.teardown(() => {
+    s.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const l = { database: 'weft' }
+  const run = (stmts: string[]) => stmts.forEach((x) => s.query(x, 'TSV'))
+  run([...bootstrap(l), ...MIGRATIONS.filter((m) => m.version < version).flatMap((m) => m.statements(l))])
+  return { s, l, run }
+}
 
 const TABLES = [
   'call_parts',
@@ -191,23 +212,8 @@ t.test(
   'migration 4 backfills the rollups from parts written before it, once, however often it runs',
   { skip: !chdbResolvable(CHDB_FROM) && 'chdb not installed' },
   async (t) => {
-    const chdb = createRequire(CHDB_FROM.find((f) => chdbResolvable([f]))!)('chdb') as {
-      Session: new (dir: string) => {
-        query(sql: string, f?: string): string
-        queryBind(sql: string, args: object, f?: string): string
-        close(): void
-      }
-    }
-    const dir = tempDir('weft-chdb-rollup-')
-    const s = new chdb.Session(dir)
-    t.teardown(() => {
-      s.close()
-      rmSync(dir, { recursive: true, force: true })
-    })
-    const l = { database: 'weft' }
-    const run = (stmts: string[]) => stmts.forEach((x) => s.query(x, 'TSV'))
+    const { s, l, run } = sessionBefore(t, 'weft-chdb-rollup-', 4)
     const [m4] = MIGRATIONS.filter((m) => m.version === 4)
-    run([...bootstrap(l), ...MIGRATIONS.filter((m) => m.version < 4).flatMap((m) => m.statements(l))])
     const H1 = '2026-03-07 01:10:00'
     const H2 = '2026-03-07 02:20:00'
     const H3 = '2026-03-07 03:30:00'
@@ -517,19 +523,8 @@ t.test(
   'migration 7 indexes the traces of calls written before it, once, however often it runs; the view those after',
   { skip: !chdbResolvable(CHDB_FROM) && 'chdb not installed' },
   async (t) => {
-    const chdb = createRequire(CHDB_FROM.find((f) => chdbResolvable([f]))!)('chdb') as {
-      Session: new (dir: string) => { query(sql: string, f?: string): string; close(): void }
-    }
-    const dir = tempDir('weft-chdb-traces-')
-    const s = new chdb.Session(dir)
-    t.teardown(() => {
-      s.close()
-      rmSync(dir, { recursive: true, force: true })
-    })
-    const l = { database: 'weft' }
-    const run = (stmts: string[]) => stmts.forEach((x) => s.query(x, 'TSV'))
+    const { s, l, run } = sessionBefore(t, 'weft-chdb-traces-', 7)
     const [m7] = MIGRATIONS.filter((m) => m.version === 7)
-    run([...bootstrap(l), ...MIGRATIONS.filter((m) => m.version < 7).flatMap((m) => m.statements(l))])
     let seq = 0
     const part = (id: string, kind: string, trace: string | null) => `('p', '${id}', ${++seq}, '${kind}', ${trace ? `'${trace}'` : 'NULL'})`
     const insert = (rows: string[]) =>
