@@ -139,7 +139,10 @@ t.test('the calls backend over HTTP: inserts with durability settings, queries b
   const ddl = ch.seen.map(statement)
   t.match(ddl[0]!, /^CREATE DATABASE IF NOT EXISTS `weft`/)
   t.match(ddl[1]!, /CREATE TABLE IF NOT EXISTS `weft`\.`weft_migrations`/)
-  t.equal(ddl.length, 3, 'migrations already recorded: no DDL past the bookkeeping')
+  t.equal(ddl.length, 4, 'migrations already recorded: no DDL past the bookkeeping, then the settings checked')
+  t.match(ddl[3]!, /^SELECT 1/)
+  for (const [k, v] of Object.entries(durable))
+    t.equal(ch.seen[3]!.url.searchParams.get(k), String(v), `the insert settings checked at start: ${k}`)
 
   const start = startPart(
     {
