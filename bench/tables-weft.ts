@@ -7,7 +7,7 @@ import { classify, MARK_ALL_LATEST } from '../src/catalog/objects.js'
 import { PROJECT, type PageRow, type Row } from './tables-data.js'
 
 /** Connection errors of a reused socket the server had closed. */
-const RETRY_CODES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE', 'UND_ERR_CLOSED'])
+const RETRY_CODES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE', 'UND_ERR_CLOSED', 'UND_ERR_CONNECT_TIMEOUT', 'ECONNREFUSED'])
 
 export class WeftClient {
   private readonly headers: Record<string, string>
@@ -20,16 +20,21 @@ export class WeftClient {
   }
 
   async post<T>(p: string, body: string): Promise<T> {
-    let r: Response
-    try {
-      r = await fetch(this.url + p, { method: 'POST', headers: this.headers, body })
-    } catch (e) {
-      // A kept-alive socket the server closed while idle (the peer's slow cases, or the next run's dataset being
-      // generated, run in between): once more, on a new one. Every request here is content-addressed, so a repeat
-      // stores nothing twice. (A 100k-row run on 2026-11-24 lost weft's side to a bare "fetch failed" here.)
-      const code = (e as { cause?: { code?: string } }).cause?.code
-      if (!code || !RETRY_CODES.has(code)) throw new Error(`${p}: ${(e as Error).message} (${code ?? String((e as Error).cause)})`)
-      r = await fetch(this.url + p, { method: 'POST', headers: this.headers, body })
+    let r: Response | undefined
+    for (let attempt = 0; !r; attempt++) {
+      try {
+        r = await fetch(this.url + p, { method: 'POST', headers: this.headers, body })
+      } catch (e) {
+        // A kept-alive socket the server closed while idle (the peer's slow cases, or the next run's dataset being
+        // generated, run in between): again, on a new one, up to twice (1 and 3 s apart). Every request here is
+        // content-addressed, so a repeat stores nothing twice. (A 100k-row run on 2026-11-24 lost weft's side to a
+        // bare "fetch failed" here, and a 1M-row run on 2026-12-05 to one whose retry failed too.)
+        const cause = (e as { cause?: { code?: string; message?: string } }).cause
+        const why = `${p}: ${(e as Error).message} (attempt ${attempt + 1}: ${cause?.code ?? ''} ${cause?.message ?? String(cause)})`
+        if (!cause?.code || !RETRY_CODES.has(cause.code) || attempt >= 2) throw new Error(why)
+        process.stderr.write(`  retrying ${why}\n`)
+        await new Promise((res) => setTimeout(res, attempt === 0 ? 1000 : 3000))
+      }
     }
     const text = await r.text()
     if (r.status !== 200) throw new Error(`${p} answered ${r.status}: ${text.slice(0, 300)}`)
