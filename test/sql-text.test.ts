@@ -381,8 +381,10 @@ const REVIEWED: Record<string, Reviewed> = {
       'tableName',
       'time',
       'where',
+      'f.now',
+      'f.atMark',
     ],
-    why: `${FRAGMENTS}; metric and aggregation names come from schema enums`,
+    why: `${FRAGMENTS}; metric and aggregation names come from schema enums; f.now / f.atMark: CallRelations the store made (rollups.freshInputs)`,
   },
   'src/stats/usage.ts': {
     names: ['calls', 'fields', 'id', 'rangeOf', 'rel', 'this.rollups.usageCalls', 'wanted'],

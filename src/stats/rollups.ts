@@ -2,7 +2,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { progress, type Task } from '../core/progress.js'
 import { USAGE_FIELDS } from '../calls/model.js'
-import type { CallColumn, CallSession, CallSource, SeqBound } from '../calls/source.js'
+import type { CallColumn, CallRelation, CallSession, CallSource, SeqBound } from '../calls/source.js'
 import { Params } from '../query/params.js'
 import { cleanStatements } from './rollups-clean.js'
 import { binSql } from './sketch.js'
@@ -465,8 +465,30 @@ export class Rollups {
   fresh(table: Table, tier: Tier, project: string, params: Params): string | null {
     if (this.store.lastSeq <= this.x) return null
     const ids = this.store.touched({ project, after: MARK }, params)
+    return this.freshOf(this.store.merged(ids, FACT_COLUMNS, null), this.store.merged(ids, FACT_COLUMNS, MARK), table, tier)
+  }
+
+  /**
+   * The correction's inputs for a statement to hold once (in WITH ... AS MATERIALIZED), where several of its
+   * pieces and tiers each need the correction: the touched calls, and those calls merged now and as they were at
+   * `x`, both reading the first from `ids`, the name the statement gives it. Null when no part is past `x`. (Each
+   * piece merged the tail's calls again: three to six times per `/calls/stats` statement of a dashboard's last hour.)
+   */
+  freshInputs(project: string, params: Params, ids: string): { touched: CallRelation; now: CallRelation; atMark: CallRelation } | null {
+    if (this.store.lastSeq <= this.x) return null
+    // The rows a statement holds of a CallRelation are that relation.
+    const held = `SELECT project_id, id FROM ${ids}` as CallRelation
+    return {
+      touched: this.store.touched({ project, after: MARK }, params),
+      now: this.store.merged(held, FACT_COLUMNS, null),
+      atMark: this.store.merged(held, FACT_COLUMNS, MARK),
+    }
+  }
+
+  /** The correction of one table and tier from the touched calls merged now and at `x` (FROM items: see fresh). */
+  freshOf(now: string, atMark: string, table: Table, tier: Tier): string {
     const t = storedAs(table, tier)
-    return `${contribution(this.store.merged(ids, FACT_COLUMNS, null), 1, t, tier)} UNION ALL ${contribution(this.store.merged(ids, FACT_COLUMNS, MARK), -1, t, tier)}`
+    return `${contribution(now, 1, t, tier)} UNION ALL ${contribution(atMark, -1, t, tier)}`
   }
 
   /**

@@ -102,7 +102,7 @@ export function scanWindowStatement(
 export interface PiecesInput {
   ctx: StatsContext
   pieces: Piece[]
-  rollups: Pick<Rollups, 'fresh'>
+  rollups: Pick<Rollups, 'fresh' | 'freshInputs' | 'freshOf'>
 }
 
 /** What the SQL of every piece of one statement shares. */
@@ -117,6 +117,8 @@ interface PieceSql {
   /** The slot lists made so far, for the statement's WITH list. */
   withs: string[]
   tokens: readonly TokenMetric[]
+  /** Whether the fresh parts' merged calls are in the WITH list (fr_now, fr_mark); null: there are none; unset: not yet asked. */
+  fresh?: boolean
 }
 
 /**
@@ -126,10 +128,28 @@ interface PieceSql {
  * made here (an equality join, not a range join), added to `withs`; the call tier's rows by start time.
  */
 function pieceRowsSql(piece: Piece, q: PieceSql): string {
-  const fresh = q.input.rollups.fresh(q.table, piece.tier, q.input.ctx.project_id, q.params)
+  const fresh = freshSql(q, piece.tier)
   const t = tableName(storedAs(q.table, piece.tier), piece.tier)
   if ('slots' in piece) return slotRowsSql(piece.tier as Exclude<Tier, 'call'>, piece.slots, t, fresh, q)
   return windowRowsSql(piece.windows, t, fresh, q)
+}
+
+/**
+ * The fresh parts' correction for one tier of the statement's table, from merged calls the statement holds once
+ * (the first piece to ask adds them to its WITH list), or null when there are none.
+ */
+function freshSql(q: PieceSql, tier: Tier): string | null {
+  if (q.fresh === undefined) {
+    const f = q.input.rollups.freshInputs(q.input.ctx.project_id, q.params, 'fr_ids')
+    q.fresh = f !== null
+    if (f)
+      q.withs.push(
+        `fr_ids AS MATERIALIZED (${f.touched})`,
+        `fr_now AS MATERIALIZED (SELECT * FROM ${f.now})`,
+        `fr_mark AS MATERIALIZED (SELECT * FROM ${f.atMark})`,
+      )
+  }
+  return q.fresh ? q.input.rollups.freshOf('fr_now', 'fr_mark', q.table, tier) : null
 }
 
 /** An aggregated tier's rows in whole slots ([slot start, bucket start]) of `t`, joined to their buckets. */
