@@ -1,6 +1,5 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { promisify } from 'node:util'
 import zlib from 'node:zlib'
 import type { DuckDBConnection } from '@duckdb/node-api'
 import { hit } from '../../core/failpoints.js'
@@ -23,8 +22,9 @@ import { checkName } from './segments.js'
 export const pageBlocksLayout = {
   /**
    * Calls a block. On the 1M bench store (2026-11-25, load ~20): 8 / 16 / 32 calls made 161 / 134 / 120 bytes a
-   * call and took 233 / 134 / 64 µs of CPU a call to write (a zlib stream set up per block is most of it), and
-   * 100 calls read back in 16-35 / 30-98 / 20-96 ms CPU (inflating the whole block is most of it).
+   * call, and 100 calls read back in 16-35 / 30-98 / 20-96 ms CPU (inflating the whole block is most of it). Written
+   * with zlib.deflate on the pool they took 233 / 134 / 64 µs of CPU a call; deflated synchronously (2026-12-05, load
+   * ~3.5) 13 / 10 µs a call for 8 / 32, so smaller blocks are now cheap to write; a 32-call block inflates in ~40 µs.
    */
   perBlock: Number(process.env.WEFT_PAGE_BLOCK_CALLS ?? 32),
 }
@@ -35,7 +35,6 @@ export const pageBlocksRead = () => process.env.WEFT_PAGE_BLOCKS !== 'off'
 const MAGIC = Buffer.from('WEFTBLK1')
 /** magic (8) | footer offset (f64) | footer length (u32) | blocks (u32) | calls (u32) | calls a block (u32). */
 const TRAILER = 32
-const deflate = promisify(zlib.deflate)
 const log = createLogger(process.env.WEFT_LOG_LEVEL || 'info')
 
 /**
@@ -59,13 +58,19 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
     let pos = 0
     let calls = 0
     let pending: string[] = []
+    // A chunk's blocks deflated here, synchronously, and written in one piece: ~50 µs of CPU a 32-call block (a few ms
+    // of the event loop a chunk), where zlib.deflate on the pool and a write a block cost ~0.8 ms a block (a pool round
+    // trip and a zlib stream set up each), most of a block file's write (bench/README.md, `bench/query`).
     const write = async (texts: string[]) => {
-      const blocks = await Promise.all(texts.map((x) => deflate(x, { level: 1 })))
+      if (!texts.length) return
+      const blocks = texts.map((x) => zlib.deflateSync(x, { level: 1 }))
+      const start = pos
       for (const b of blocks) {
-        await fh.write(b, 0, b.length, pos)
         pos += b.length
         offsets.push(pos)
       }
+      const all = Buffer.concat(blocks, pos - start)
+      await fh.write(all, 0, all.length, start)
     }
     for (let chunk = await result.fetchChunk(); chunk && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
       const texts: string[] = []
@@ -82,7 +87,7 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
       await write(texts)
     }
     if (pending.length) await write([pending.join('\n')])
-    const footer = await deflate(Buffer.from(new Float64Array(offsets).buffer))
+    const footer = zlib.deflateSync(Buffer.from(new Float64Array(offsets).buffer))
     const trailer = Buffer.alloc(TRAILER)
     MAGIC.copy(trailer, 0)
     trailer.writeDoubleLE(pos, 8)
@@ -171,6 +176,12 @@ export interface BlockLocator {
 /** Calls read from block files, and block files found damaged, since the process started (tests, /admin). */
 export const blockReads = { calls: 0, damaged: 0 }
 
+/**
+ * Inflated in 64 KiB pieces rather than zlib's default 16 KiB: a 32-call block (~42 KB) inflated in 37 µs against
+ * 123 (three pieces, then their concatenation), most of a page's fetch.
+ */
+const INFLATE = { chunkSize: 64 * 1024 }
+
 /** Blocks closer than this are read in one pread (a page's calls cluster among the newest blocks). */
 const COALESCE_BYTES = 16_384
 
@@ -235,7 +246,7 @@ async function readFileRows(file: string, list: readonly BlockLocator[]): Promis
         if (bytesRead !== buf.length) throw new Error(`short read at ${start}: ${bytesRead} of ${buf.length} bytes`)
         for (let k = first; k <= last; k++) {
           const b = blocks[k]!
-          inflated.set(b, zlib.inflateSync(buf.subarray(offsets[b]! - start, offsets[b + 1]! - start)))
+          inflated.set(b, zlib.inflateSync(buf.subarray(offsets[b]! - start, offsets[b + 1]! - start), INFLATE))
         }
       }),
     )
