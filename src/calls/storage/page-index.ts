@@ -116,7 +116,8 @@ export async function attachPageIndex(maint: DuckDBConnection, dir: string, segm
     // Either way: a page asks for the groups and whether `newer_parts` holds its project in one statement.
     await maint.run(newerPartsView(dir, segments))
     if (use) {
-      await maint.run(`CREATE OR REPLACE VIEW page_index AS SELECT * FROM read_parquet([${index}])`)
+      // `filename`: a page leaves out the files whose rows are all older than its window (read/page-index.ts).
+      await maint.run(`CREATE OR REPLACE VIEW page_index AS SELECT * FROM read_parquet([${index}], filename = true)`)
       // The same calls by id: the compacted segments, ordered by id (a page merges the few with newer parts from here).
       const indexedFiles = segmentFiles(dir, compacted).join(', ')
       await maint.run(`CREATE OR REPLACE VIEW indexed_parts AS SELECT * FROM read_parquet([${indexedFiles}], union_by_name = true)`)
