@@ -59,8 +59,9 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
     let calls = 0
     let pending: string[] = []
     // A chunk's blocks deflated here, synchronously, and written in one piece: ~50 µs of CPU a 32-call block (a few ms
-    // of the event loop a chunk), where zlib.deflate on the pool and a write a block cost ~0.8 ms a block (a pool round
-    // trip and a zlib stream set up each), most of a block file's write (bench/README.md, `bench/query`).
+    // of the event loop a chunk). zlib.deflate on the pool and a write a block (a pool round trip and a zlib stream
+    // each) degraded under load: a 1M store's block files took 38-42 s of CPU at load ~4 against 10-12 s this way.
+    // On a quiet machine the two differ by ~12 % (DuckDB's JSON of each row is most of the write there).
     const write = async (texts: string[]) => {
       if (!texts.length) return
       const blocks = texts.map((x) => zlib.deflateSync(x, { level: 1 }))
