@@ -327,6 +327,10 @@ const REVIEWED: Record<string, Reviewed> = {
     names: ['a.name', 'a.table', 'aggs', 'c', 'hourOf', 'inHours', 'k', 'keys', 'negative', 'sets', 't'],
     why: 'rollup table and column names from the fixed tier definitions; no request value reaches these statements',
   },
+  'src/stats/rollups-shape.ts': {
+    names: ['binSql', 'dims', 'rows', 'tokens'],
+    why: `${FRAGMENTS}; dims: the call tier's fixed dimension columns; rows: SQL the stats statements built; tokens: token metric names from TOKEN_METRICS`,
+  },
   'src/stats/rollups.ts': {
     names: [
       'TABLES',

@@ -10,7 +10,6 @@ import { inBuckets, type Piece, type StatsContext } from './plan.js'
 import {
   TOKEN_METRICS,
   TOKEN_NAMES,
-  shaped,
   slotMs,
   storedAs,
   tableName,
@@ -20,6 +19,7 @@ import {
   type Tier,
   type TokenMetric,
 } from './rollups.js'
+import { shaped } from './rollups-shape.js'
 import { binSql } from './sketch.js'
 
 /** Timestamps SQL can hold: price spans open to ±infinity are clipped to these. */

@@ -88,16 +88,7 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
       await write(texts)
     }
     if (pending.length) await write([pending.join('\n')])
-    const footer = zlib.deflateSync(Buffer.from(new Float64Array(offsets).buffer))
-    const trailer = Buffer.alloc(TRAILER)
-    MAGIC.copy(trailer, 0)
-    trailer.writeDoubleLE(pos, 8)
-    trailer.writeUInt32LE(footer.length, 16)
-    trailer.writeUInt32LE(offsets.length - 1, 20)
-    trailer.writeUInt32LE(calls, 24)
-    trailer.writeUInt32LE(perBlock, 28)
-    await fh.write(footer, 0, footer.length, pos)
-    await fh.write(trailer, 0, TRAILER, pos + footer.length)
+    await writeFooter(fh, pos, offsets, calls, perBlock)
     await fh.sync()
   } catch (e) {
     await fh.close()
@@ -107,6 +98,20 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
   await fh.close()
   hit('page-blocks.before-rename')
   await fs.rename(tmp, file)
+}
+
+/** The footer (the blocks' offsets, zlib) at `pos`, then the trailer that finds it. */
+async function writeFooter(fh: fs.FileHandle, pos: number, offsets: number[], calls: number, perBlock: number): Promise<void> {
+  const footer = zlib.deflateSync(Buffer.from(new Float64Array(offsets).buffer))
+  const trailer = Buffer.alloc(TRAILER)
+  MAGIC.copy(trailer, 0)
+  trailer.writeDoubleLE(pos, 8)
+  trailer.writeUInt32LE(footer.length, 16)
+  trailer.writeUInt32LE(offsets.length - 1, 20)
+  trailer.writeUInt32LE(calls, 24)
+  trailer.writeUInt32LE(perBlock, 28)
+  await fh.write(footer, 0, footer.length, pos)
+  await fh.write(trailer, 0, TRAILER, pos + footer.length)
 }
 
 /** A block file's footer: where each block starts (and the footer, at the end), and calls a block. */
