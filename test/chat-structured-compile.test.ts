@@ -82,9 +82,11 @@ t.test('running streams keep decoding while a large schema compiles', async (t) 
   } as never)
   // One plain stream, and one constrained stream whose matcher is live during the compile.
   const plain = runningStream({ ignore_eos: true })
-  // ignore_eos on both: the regex accepts after one word, and a stream that samples its end there stops early (a CI
-  // run once saw the constrained stream end 0.4 s into a 2.9 s compile: a gap as long as the rest of the window).
-  const constrained = runningStream({ ignore_eos: true, structured_outputs: { regex: '([a-z]{1,8} ){1,3000}' } })
+  // The regex is complete after any word, so the model may sample its end there. ignore_eos does not keep such a
+  // stream going: a finished grammar allows only end-of-sequence after it, and the stream runs on without content
+  // (CI twice saw "gaps" of 2.2 and 2.3 s that were this, reaching the window's end; 2 of 6 streams here, unloaded).
+  // min_tokens makes the end impossible before max_tokens, and the grammar always allows another word meanwhile.
+  const constrained = runningStream({ min_tokens: 3500, structured_outputs: { regex: '([a-z]{1,8} ){1,3000}' } })
   await until(() => plain.times.length >= 20 && constrained.times.length >= 20, 60_000)
   t.ok(plain.times.length >= 20 && constrained.times.length >= 20, 'both streams are running')
 
