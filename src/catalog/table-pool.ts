@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import { DomainError } from '../core/errors.js'
 import { tableTaskError, unpackRows, type PreparedRows, type TableTask, type TableTaskResult } from './table-prepare.js'
+import { pooledWorkerExecArgv } from '../core/worker-exec-argv.js'
 
 type Done = Extract<TableTaskResult, { ok: true }>
 /** A prepared request with its rows' texts as strings. */
@@ -29,6 +30,7 @@ export class TablePool {
       maxQueue: this.opts.maxQueue ?? 16,
       atomics: 'disabled',
       idleTimeout: 60_000,
+      execArgv: pooledWorkerExecArgv(),
     }))
   }
 

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import { DomainError } from '../../core/errors.js'
 import type { ControlMessage, ReadMessage, ReadTask } from './protocol.js'
+import { pooledWorkerExecArgv } from '../../core/worker-exec-argv.js'
 
 export interface ReaderPoolOptions {
   /** Worker threads, each with its own DuckDB (default 2). */
@@ -47,6 +48,7 @@ export class ReaderPool {
       maxQueue: opts.maxQueue ?? 64,
       atomics: 'disabled',
       idleTimeout: 60_000,
+      execArgv: pooledWorkerExecArgv(),
       workerData: { memoryBytes: opts.memoryBytes, spillDir: opts.spillDir } satisfies ReaderWorkerData,
     })
   }
