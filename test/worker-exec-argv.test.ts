@@ -2,7 +2,7 @@ import t from 'tap'
 import path from 'node:path'
 import { Worker } from 'node:worker_threads'
 import { ROOT } from './helpers/server.js'
-import { pooledWorkerExecArgv } from '../src/core/worker-exec-argv.js'
+import { pooledWorkerExecArgv } from '../src/core/worker-pool-options.js'
 
 // Piscina loads a task file with require() first. Where require() loads ES modules, a pool closed while its workers
 // were still loading aborted the whole process (V8 "Module::IsGraphAsync …"; once in CI at a server stopped right

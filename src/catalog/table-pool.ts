@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import { DomainError } from '../core/errors.js'
 import { tableTaskError, unpackRows, type PreparedRows, type TableTask, type TableTaskResult } from './table-prepare.js'
-import { pooledWorkerExecArgv } from '../core/worker-exec-argv.js'
+import { pooledWorkerOptions } from '../core/worker-pool-options.js'
 
 type Done = Extract<TableTaskResult, { ok: true }>
 /** A prepared request with its rows' texts as strings. */
@@ -28,9 +28,7 @@ export class TablePool {
       maxThreads: Math.max(1, this.opts.threads ?? os.availableParallelism()),
       // A queued task holds its body (up to the body limit): 16 of them bound what waits.
       maxQueue: this.opts.maxQueue ?? 16,
-      atomics: 'disabled',
-      idleTimeout: 60_000,
-      execArgv: pooledWorkerExecArgv(),
+      ...pooledWorkerOptions(),
     }))
   }
 

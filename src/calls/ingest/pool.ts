@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import { DomainError } from '../../core/errors.js'
 import { ingestError, type IngestResult, type IngestTask } from './prepare.js'
-import { pooledWorkerExecArgv } from '../../core/worker-exec-argv.js'
+import { pooledWorkerOptions } from '../../core/worker-pool-options.js'
 
 export interface IngestPoolOptions {
   /** Worker threads; default: one per core. */
@@ -23,10 +23,7 @@ export class IngestPool {
       minThreads: threads,
       maxThreads: threads,
       maxQueue: opts.maxQueue ?? 256,
-      // Workers wait on messages, not spin: the event loop and DuckDB need the cores.
-      atomics: 'disabled',
-      idleTimeout: 60_000,
-      execArgv: pooledWorkerExecArgv(),
+      ...pooledWorkerOptions(),
     })
   }
 

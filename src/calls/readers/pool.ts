@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import { DomainError } from '../../core/errors.js'
 import type { ControlMessage, ReadMessage, ReadTask } from './protocol.js'
-import { pooledWorkerExecArgv } from '../../core/worker-exec-argv.js'
+import { pooledWorkerOptions } from '../../core/worker-pool-options.js'
 
 export interface ReaderPoolOptions {
   /** Worker threads, each with its own DuckDB (default 2). */
@@ -46,9 +46,7 @@ export class ReaderPool {
       minThreads: 0,
       maxThreads: threads,
       maxQueue: opts.maxQueue ?? 64,
-      atomics: 'disabled',
-      idleTimeout: 60_000,
-      execArgv: pooledWorkerExecArgv(),
+      ...pooledWorkerOptions(),
       workerData: { memoryBytes: opts.memoryBytes, spillDir: opts.spillDir } satisfies ReaderWorkerData,
     })
   }
