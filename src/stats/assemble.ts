@@ -93,6 +93,13 @@ export class Accumulator {
     }
   }
 
+  /** One statement's rows of every table (sql.ts correctionStatement): rows of kind c, l and u, as the three statements'. */
+  addKinds(rows: Row[]): void {
+    this.addCalls(rows.filter((r) => r.kind === 'c'))
+    this.addBins(rows.filter((r) => r.kind === 'l'))
+    this.addUsage(rows.filter((r) => r.kind === 'u'))
+  }
+
   /** The rollups' usage rows (sql.ts usageStatement). */
   addUsage(rows: Row[]): void {
     for (const r of rows) {

@@ -8,11 +8,13 @@ import { planStats, statsContext, type Piece, type StatsContext, type StatsPath,
 import type { Rollups } from './rollups.js'
 import {
   callsStatement,
+  correctionStatement,
   countStatement,
   latencyStatement,
   scanPercentiles,
   scanWindowStatement,
   usageStatement,
+  wantsBins,
   type Statement,
 } from './sql.js'
 
@@ -48,9 +50,11 @@ export class CallStats {
     const ctx = await this.resolve(req, now)
     let plan = planStats(ctx, this.rollups?.ready === true)
     let acc = await this.gather(ctx, plan)
-    if (acc.dirty && [...ctx.callCols, ...ctx.usageCols].some((c) => c.agg === 'min' || c.agg === 'max')) {
+    const extremes = [...ctx.callCols, ...ctx.usageCols].some((c) => c.agg === 'min' || c.agg === 'max')
+    // Unread (a commit of the rollups fell between its statements after every try), or dirty extremes asked for: a scan.
+    if (!acc || (acc.dirty && extremes)) {
       plan = planStats(ctx, this.rollups?.ready === true, true)
-      acc = await this.gather(ctx, plan)
+      acc = (await this.gather(ctx, plan))!
     }
     return { result: assemble(ctx, acc), path: plan.path }
   }
@@ -59,11 +63,23 @@ export class CallStats {
     return statsContext(req, now, this.prices)
   }
 
-  private async gather(ctx: StatsContext, plan: StatsPlan): Promise<Accumulator> {
-    const acc = new Accumulator()
-    if (plan.path === 'scan') await this.scan(acc, ctx, plan.windows)
-    else await this.fromPieces(acc, ctx, plan.pieces)
-    return acc
+  /** The plan's rows added up; null when the rollups' statements could not be read at one commit (commit-gate.ts). */
+  private async gather(ctx: StatsContext, plan: StatsPlan): Promise<Accumulator | null> {
+    if (plan.path === 'scan') {
+      const acc = new Accumulator()
+      await this.scan(acc, ctx, plan.windows)
+      return acc
+    }
+    // The statements of one request must read the tables at one commit (commit-gate.ts).
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const { value, consistent } = await this.rollups!.gate.read(async () => {
+        const acc = new Accumulator()
+        await this.fromPieces(acc, ctx, plan.pieces)
+        return acc
+      })
+      if (consistent) return value
+    }
+    return null
   }
 
   private read(s: Statement): Promise<Record<string, unknown>[]> {
@@ -86,14 +102,17 @@ export class CallStats {
     )
   }
 
-  /** The pieces' rows of every table asked for, added into the request's buckets: one statement per table. */
+  /**
+   * The pieces' rows of every table asked for, added into the request's buckets: one statement per table, and one
+   * for the fresh parts' correction of them all (sql.ts correctionStatement), run at once.
+   */
   private async fromPieces(acc: Accumulator, ctx: StatsContext, pieces: Piece[]): Promise<void> {
     if (!pieces.length) return
     const input = { ctx, pieces, rollups: this.rollups! }
-    const tasks: Promise<void>[] = []
+    const correction = correctionStatement(input)
+    const tasks: Promise<void>[] = correction ? [this.read(correction).then((rows) => acc.addKinds(rows))] : []
     if (ctx.callCols.length) tasks.push(this.read(callsStatement(input)).then((rows) => acc.addCalls(rows)))
-    if (ctx.callCols.some((c) => c.metric === 'latency_ms' && c.p !== undefined))
-      tasks.push(this.read(latencyStatement(input)).then((rows) => acc.addBins(rows)))
+    if (wantsBins(ctx)) tasks.push(this.read(latencyStatement(input)).then((rows) => acc.addBins(rows)))
     if (ctx.usageCols.length) tasks.push(this.read(usageStatement(input)).then((rows) => acc.addUsage(rows)))
     await Promise.all(tasks)
   }

@@ -7,6 +7,7 @@ import { Params } from '../query/params.js'
 import { cleanStatements } from './rollups-clean.js'
 import { binSql } from './sketch.js'
 import { hit } from '../core/failpoints.js'
+import { CommitGate } from './commit-gate.js'
 
 /**
  * Statistics pre-aggregated per (project, hour or minute, op, trace root or not) — and model for usage — over
@@ -189,6 +190,8 @@ export class Rollups {
   ready = false
   /** Every part at or below this seq is in the tables (mirrors rollup_meta, read after each commit). */
   x = 0
+  /** Every commit of the tables passes it: statistics read in several statements see one state (commit-gate.ts). */
+  readonly gate = new CommitGate()
   /** How the tables were got at start: `loaded` from the database file, or `rebuilt` from the segments. */
   origin: 'loaded' | 'rebuilt' | null = null
   private conn?: CallSession
@@ -294,7 +297,7 @@ export class Rollups {
     try {
       await fn(c)
       hit('rollups.before-commit')
-      await c.run('COMMIT')
+      await this.gate.commit(() => c.run('COMMIT'))
     } catch (e) {
       await c.run('ROLLBACK').catch(() => {})
       throw e
@@ -355,7 +358,7 @@ export class Rollups {
       await this.fold(true)
       await c.run(`INSERT INTO ${META} VALUES (${x}, ${FORMAT})`)
       hit('rollups.rebuild-before-commit')
-      await c.run('COMMIT')
+      await this.gate.commit(() => c.run('COMMIT'))
       this.x = x
     } catch (e) {
       await c.run('ROLLBACK').catch(() => {})
