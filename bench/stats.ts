@@ -4,13 +4,15 @@
  * MergeTree tables loaded from those files), in the same run.
  *
  *   npm run build && node dist/bench/stats.js [--sizes 1000000,10000000] [--runs 7] [--keep DIR [--only-generate] [--rebuild-rollups]]
+ *     [--tail N]
  *   (ClickHouse: npm --prefix bench/peer-deps install; skipped when absent)
  *
  * Per size: scripts/gen-calls writes 30 days of calls (20 ops, 5 models, traces of 100, 1% errors),
  * the store compacts them, the server starts and builds its rollups (timed), then per request weft's
  * answer is checked against each peer's (stats-check.ts) and the runs alternate between weft and the
  * peers. After the server stops, the same process opens the store to time weft's scan path for the
- * stats requests (`weft_scan`: what answers without rollups, in process) and a full rollup build.
+ * stats requests (`weft_scan`: what answers without rollups, in process) and a full rollup build. `--tail N`:
+ * before that, the stats requests again with N fresh calls in the tail (stats-tail.ts).
  * Writes bench/results/stats-<stamp>.json and .svg.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -30,12 +32,15 @@ import { genCalls } from '../scripts/gen-calls.js'
 import { sizeChart } from './chart.js'
 import { compareBucketed, compareUsage100, peerBucketed, weftBucketed } from './stats-check.js'
 import { spread, startWeft, type Spread } from './util.js'
+import { tailRun } from './stats-tail.js'
 
 const { flags } = parseFlags(process.argv.slice(2))
 const sizes = (flags.sizes ?? '1000000,10000000').split(',').map(Number)
 const runs = Number(flags.runs ?? 7)
 /** Keep each size's generated, compacted store in DIR/calls-<n> and reuse it, with its rollups, in later runs (100M takes ~40 min to make). */
 const keepDir = flags.keep ? path.resolve(flags.keep) : null
+/** Calls added to the tail for the run with a tail (bench/stats-tail.ts); 0: none. */
+const tail = Number(flags.tail ?? 0)
 const KEY = 'bench-key'
 const PROJECT = 'bench/stats'
 const OP = `weave:///${PROJECT}/op/op_3:v1`
@@ -317,6 +322,13 @@ async function main(): Promise<void> {
     conn.closeSync()
     db.closeSync()
     await server.stop()
+    if (tail > 0) {
+      const r = await tailRun({ dir, end, calls: tail, runs, key: KEY, project: PROJECT, body: statsBody })
+      sizeResult.with_tail = r
+      process.stdout.write(
+        `  with ${tail} calls in the tail (sent in ${r.send_s} s): stats_24h ${r.ms.stats_24h.min}/${r.ms.stats_24h.median}/${r.ms.stats_24h.max} ms, stats_30d ${r.ms.stats_30d.min}/${r.ms.stats_30d.median}/${r.ms.stats_30d.max} ms; against the scan path: ${r.differences.length ? r.differences.slice(0, 3).join('; ') : 'equal'}\n`,
+      )
+    }
     Object.assign(sizeResult, await inProcess(dir, end))
     for (const name of ['stats_30d', 'stats_24h'] as const) {
       const r = sizeResult[name] as { ms: Record<string, Spread> }
