@@ -75,7 +75,14 @@ function processStats(d: AdminDeps, eld: IntervalHistogram) {
       // Statistics pre-aggregates: built yet, how (loaded or rebuilt), and up to which part.
       rollups:
         rollups && calls
-          ? { ready: rollups.ready, origin: rollups.origin, x: rollups.x, parts_past_x: Math.max(0, calls.lastSeq - rollups.x) }
+          ? {
+              ready: rollups.ready,
+              origin: rollups.origin,
+              x: rollups.x,
+              parts_past_x: Math.max(0, calls.lastSeq - rollups.x),
+              // Statistics reads and the commits they hold (src/stats/commit-gate.ts).
+              gate: rollups.gate.stats(),
+            }
           : null,
       /** Requests being handled, this one included. */
       in_flight: d.inFlight?.() ?? null,

@@ -93,6 +93,13 @@ export class Accumulator {
     }
   }
 
+  /** Another accumulator's buckets (a request's statements gathered apart), taken over as they are: this one is empty. */
+  absorb(other: Accumulator): void {
+    for (const [k, v] of other.calls) this.calls.set(k, v)
+    for (const [k, v] of other.usage) this.usage.set(k, v)
+    this.dirty = other.dirty
+  }
+
   /** One statement's rows of every table (sql.ts correctionStatement): rows of kind c, l and u, as the three statements'. */
   addKinds(rows: Row[]): void {
     this.addCalls(rows.filter((r) => r.kind === 'c'))

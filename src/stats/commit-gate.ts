@@ -12,16 +12,25 @@ export class CommitGate {
   /** A commit running, or waiting for the reads in flight. */
   private pending: Promise<void> | null = null
   private drained: (() => void) | null = null
+  /** For /admin/stats: reads, reads a commit overtook, commits, commits that waited for reads, and of those, the ones that waited the whole bound. */
+  private readonly counts = { reads: 0, overtaken: 0, commits: 0, waited: 0, waited_full: 0 }
 
-  constructor(private readonly maxWaitMs = 2_000) {}
+  /** `maxWaitMs`: how long a commit waits for the reads in flight. */
+  constructor(public maxWaitMs = 2_000) {}
+
+  stats(): Record<keyof CommitGate['counts'], number> {
+    return { ...this.counts }
+  }
 
   /** Runs fn (a read in several statements) between commits. */
   async read<T>(fn: () => Promise<T>): Promise<{ value: T; consistent: boolean }> {
     while (this.pending) await this.pending
     const epoch = this.epoch
     this.readers++
+    this.counts.reads++
     try {
       const value = await fn()
+      if (this.epoch !== epoch) this.counts.overtaken++
       return { value, consistent: this.epoch === epoch }
     } finally {
       if (--this.readers === 0) this.drained?.()
@@ -33,15 +42,18 @@ export class CommitGate {
     while (this.pending) await this.pending
     let release!: () => void
     this.pending = new Promise<void>((r) => (release = r))
+    this.counts.commits++
     try {
       if (this.readers > 0) {
+        this.counts.waited++
         let timer: NodeJS.Timeout | undefined
-        await new Promise<void>((r) => {
-          this.drained = r
-          timer = setTimeout(r, this.maxWaitMs)
+        const full = await new Promise<boolean>((r) => {
+          this.drained = () => r(false)
+          timer = setTimeout(() => r(true), this.maxWaitMs)
         })
         clearTimeout(timer)
         this.drained = null
+        if (full) this.counts.waited_full++
       }
       this.epoch++
       try {

@@ -50,11 +50,9 @@ export class CallStats {
     const ctx = await this.resolve(req, now)
     let plan = planStats(ctx, this.rollups?.ready === true)
     let acc = await this.gather(ctx, plan)
-    const extremes = [...ctx.callCols, ...ctx.usageCols].some((c) => c.agg === 'min' || c.agg === 'max')
-    // Unread (a commit of the rollups fell between its statements after every try), or dirty extremes asked for: a scan.
-    if (!acc || (acc.dirty && extremes)) {
+    if (acc.dirty && [...ctx.callCols, ...ctx.usageCols].some((c) => c.agg === 'min' || c.agg === 'max')) {
       plan = planStats(ctx, this.rollups?.ready === true, true)
-      acc = (await this.gather(ctx, plan))!
+      acc = await this.gather(ctx, plan)
     }
     return { result: assemble(ctx, acc), path: plan.path }
   }
@@ -63,23 +61,11 @@ export class CallStats {
     return statsContext(req, now, this.prices)
   }
 
-  /** The plan's rows added up; null when the rollups' statements could not be read at one commit (commit-gate.ts). */
-  private async gather(ctx: StatsContext, plan: StatsPlan): Promise<Accumulator | null> {
-    if (plan.path === 'scan') {
-      const acc = new Accumulator()
-      await this.scan(acc, ctx, plan.windows)
-      return acc
-    }
-    // The statements of one request must read the tables at one commit (commit-gate.ts).
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const { value, consistent } = await this.rollups!.gate.read(async () => {
-        const acc = new Accumulator()
-        await this.fromPieces(acc, ctx, plan.pieces)
-        return acc
-      })
-      if (consistent) return value
-    }
-    return null
+  private async gather(ctx: StatsContext, plan: StatsPlan): Promise<Accumulator> {
+    const acc = new Accumulator()
+    if (plan.path === 'scan') await this.scan(acc, ctx, plan.windows)
+    else await this.fromPieces(acc, ctx, plan.pieces)
+    return acc
   }
 
   private read(s: Statement): Promise<Record<string, unknown>[]> {
@@ -104,17 +90,27 @@ export class CallStats {
 
   /**
    * The pieces' rows of every table asked for, added into the request's buckets: one statement per table, and one
-   * for the fresh parts' correction of them all (sql.ts correctionStatement), run at once.
+   * for the fresh parts' correction of them all (sql.ts correctionStatement), run at once through the rollups' gate
+   * so that all read the tables at one `x` (commit-gate.ts). When a commit overtook them anyway (a read slower than
+   * the gate's wait), one statement reads everything again at one `x`.
    */
   private async fromPieces(acc: Accumulator, ctx: StatsContext, pieces: Piece[]): Promise<void> {
     if (!pieces.length) return
     const input = { ctx, pieces, rollups: this.rollups! }
-    const correction = correctionStatement(input)
-    const tasks: Promise<void>[] = correction ? [this.read(correction).then((rows) => acc.addKinds(rows))] : []
-    if (ctx.callCols.length) tasks.push(this.read(callsStatement(input)).then((rows) => acc.addCalls(rows)))
-    if (wantsBins(ctx)) tasks.push(this.read(latencyStatement(input)).then((rows) => acc.addBins(rows)))
-    if (ctx.usageCols.length) tasks.push(this.read(usageStatement(input)).then((rows) => acc.addUsage(rows)))
-    await Promise.all(tasks)
+    const first = await this.rollups!.gate.read(async () => {
+      const part = new Accumulator()
+      const correction = correctionStatement(input)
+      const tasks: Promise<void>[] = correction ? [this.read(correction).then((rows) => part.addKinds(rows))] : []
+      if (ctx.callCols.length) tasks.push(this.read(callsStatement(input)).then((rows) => part.addCalls(rows)))
+      if (wantsBins(ctx)) tasks.push(this.read(latencyStatement(input)).then((rows) => part.addBins(rows)))
+      if (ctx.usageCols.length) tasks.push(this.read(usageStatement(input)).then((rows) => part.addUsage(rows)))
+      await Promise.all(tasks)
+      return { part, corrected: correction !== null }
+    })
+    // Without a correction each statement stands alone (each metric from one table, read at one `x`).
+    const one = first.consistent || !first.value.corrected ? null : correctionStatement(input, true)
+    if (one) acc.addKinds(await this.read(one))
+    else acc.absorb(first.value.part)
   }
 
   /**

@@ -193,10 +193,21 @@ function tableStatement(
   const params = new Params()
   const costs = table === 'usage' && usageShape(input.ctx).costs
   const ctes = ctesSql(params, input.ctx.starts, costs ? input.ctx.spans : [])
+  const q = pieceSql(input, params, table, tokens)
+  addPieces(q, 'src')
+  return { sql: `${ctes}, ${[...q.withs, ...extra].join(', ')} ${select}`, params }
+}
+
+/** What the pieces of one statement share: its parameters, the project, the filter's conditions and its WITH list. */
+function pieceSql(input: PiecesInput, params: Params, table: Table, tokens: readonly TokenMetric[] = []): PieceSql {
   const { conds } = dimFilter(input.ctx.filter, params)!
-  const q: PieceSql = { input, table, params, p: params.add(input.ctx.project_id), conds, withs: [], tokens }
-  const parts = input.pieces.map((piece) => `SELECT * FROM (${pieceRowsSql(piece, q)})`)
-  return { sql: `${ctes}, ${[...q.withs, `src AS (${parts.join(' UNION ALL BY NAME ')})`, ...extra].join(', ')} ${select}`, params }
+  return { input, table, params, p: params.add(input.ctx.project_id), conds, withs: [], tokens }
+}
+
+/** Adds `name AS (…)` to q's WITH list: the pieces' rows of q's table (after the slot lists they need) and `more`. */
+function addPieces(q: PieceSql, name: string, more: string[] = []): void {
+  const parts = q.input.pieces.map((piece) => `SELECT * FROM (${pieceRowsSql(piece, q)})`)
+  q.withs.push(`${name} AS (${[...parts, ...more].join(' UNION ALL BY NAME ')})`)
 }
 
 /** Calls, errors and latency aggregates per bucket of the rows of `src`. */
@@ -272,45 +283,48 @@ export function usageStatement(input: PiecesInput): Statement {
  * (callsStatement's columns), l (latencyStatement's) and u (usageStatement's), which add into the same buckets.
  * When each statement per table merged them itself, a request merged the tail three times (25,000 touched calls:
  * ~300 → ~100 ms a request here, in process). The statements must all read the tables at one `x`: they run
- * through the rollups' gate (commit-gate.ts). Null when no part is past `x`.
+ * through the rollups' gate (commit-gate.ts). `withPieces`: the pieces' rows of every table too, so one statement
+ * answers the request at one `x` (slower: ~150 ms for the same request), for a request a commit overtook. Null when
+ * no part is past `x`.
  */
-export function correctionStatement(input: PiecesInput): Statement | null {
+export function correctionStatement(input: PiecesInput, withPieces = false): Statement | null {
   const { ctx, rollups } = input
   const params = new Params()
   const f = rollups.freshInputs(ctx.project_id, params, 'fr_ids')
   if (!f) return null
   const { tokens, costs } = usageShape(ctx)
   const ctes = ctesSql(params, ctx.starts, ctx.usageCols.length && costs ? ctx.spans : [])
-  const { conds } = dimFilter(ctx.filter, params)!
-  const withs = [
+  const q = pieceSql(input, params, 'calls', tokens)
+  q.withs.push(
     `fr_ids AS MATERIALIZED (${f.touched})`,
     `fr_now AS MATERIALIZED (SELECT * FROM ${f.now})`,
     `fr_mark AS MATERIALIZED (SELECT * FROM ${f.atMark})`,
-  ]
-  const where = [`project_id = ${params.add(ctx.project_id)}`, `t >= ${ts(ctx.start)}`, `t < ${ts(ctx.end)}`, ...conds].join(' AND ')
+  )
+  const where = [`project_id = ${q.p}`, `t >= ${ts(ctx.start)}`, `t < ${ts(ctx.end)}`, ...q.conds].join(' AND ')
   // The correction's rows find their buckets by one ASOF join over the whole range: they are few.
   const bucketed = (rows: string, table: Table) =>
     `SELECT epoch_ms(b.ts) AS bucket, r.*, r.t AS at FROM (${shaped(`SELECT * FROM ${rows}`, table, 'call', tokens)}) r ASOF JOIN b ON r.t >= b.ts`
+  // `withPieces`: each table's pieces join its correction's rows.
+  const rows = (name: string, table: Table, correction: string) =>
+    withPieces ? addPieces({ ...q, table }, name, [correction]) : q.withs.push(`${name} AS (${correction})`)
   const selects: string[] = []
   if (ctx.callCols.length) {
     // The call tier keeps latencies in its calls rows (storedAs): the bins come from the same rows.
-    withs.push(`fx AS MATERIALIZED (SELECT * FROM (${rollups.freshOf('fr_now', 'fr_mark', 'calls', 'call')}) WHERE ${where})`)
-    withs.push(`fc AS (${bucketed('fx', 'calls')})`)
+    q.withs.push(`fx AS MATERIALIZED (SELECT * FROM (${rollups.freshOf('fr_now', 'fr_mark', 'calls', 'call')}) WHERE ${where})`)
+    rows('fc', 'calls', bucketed('fx', 'calls'))
     selects.push(`SELECT 'c' AS kind, * FROM (${callsAggSql('fc')})`)
     if (wantsBins(ctx)) {
-      withs.push(`fl AS (${bucketed('fx', 'latency')})`)
+      rows('fl', 'latency', bucketed('fx', 'latency'))
       selects.push(`SELECT 'l' AS kind, * FROM (${latencyAggSql('fl')})`)
     }
   }
   if (ctx.usageCols.length) {
     const agg = usageAggSql(ctx, 'fu', 'fy')
-    withs.push(
-      `fu AS (${bucketed(`(SELECT * FROM (${rollups.freshOf('fr_now', 'fr_mark', 'usage', 'call')}) WHERE ${where})`, 'usage')})`,
-      agg.with,
-    )
+    rows('fu', 'usage', bucketed(`(SELECT * FROM (${rollups.freshOf('fr_now', 'fr_mark', 'usage', 'call')}) WHERE ${where})`, 'usage'))
+    q.withs.push(agg.with)
     selects.push(`SELECT 'u' AS kind, * FROM (${agg.select})`)
   }
-  return { sql: `${ctes}, ${withs.join(', ')} ${selects.join(' UNION ALL BY NAME ')}`, params }
+  return { sql: `${ctes}, ${q.withs.join(', ')} ${selects.join(' UNION ALL BY NAME ')}`, params }
 }
 
 /** The number of live calls matching an answerable filter, from the rollups; null for a filter they do not hold. */
