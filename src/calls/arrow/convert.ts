@@ -21,6 +21,7 @@ import {
   type DataType,
   type Data,
 } from 'apache-arrow'
+import { rawUtf8, rawValidity, rawWords } from './raw-columns.js'
 
 /**
  * DuckDB column chunks → Arrow record batches, a column at a time (no JS row objects). The mapping
@@ -67,11 +68,32 @@ const ARROW: Record<Kind, () => DataType> = {
 export interface ArrowPlan {
   schema: Schema
   kinds: Kind[]
+  /** DuckDB's type of each column: VARCHAR, BIGINT, DOUBLE and timestamps are read from its memory in bulk (raw-columns.ts). */
+  typeIds: DuckDBTypeId[]
 }
 
 export function arrowPlan(names: readonly string[], types: readonly DuckDBType[]): ArrowPlan {
   const kinds = types.map(kindOf)
-  return { schema: new Schema(names.map((n, i) => new Field(n, ARROW[kinds[i]!](), true))), kinds }
+  return { schema: new Schema(names.map((n, i) => new Field(n, ARROW[kinds[i]!](), true))), kinds, typeIds: types.map((t) => t.typeId) }
+}
+
+/** Columns whose DuckDB layout is Arrow's, or a copy away from it: their vectors are read whole. */
+const RAW_WORDS = new Set([DuckDBTypeId.BIGINT, DuckDBTypeId.DOUBLE, DuckDBTypeId.TIMESTAMP, DuckDBTypeId.TIMESTAMP_TZ])
+
+function rawColumn(chunk: DuckDBDataChunk, col: number, typeId: DuckDBTypeId, kind: Kind): Data | null {
+  const n = chunk.rowCount
+  if (typeId === DuckDBTypeId.VARCHAR) {
+    const v = rawValidity(chunk, col, n)
+    const { valueOffsets, data } = rawUtf8(chunk, col, n, v)
+    return makeData({ type: new Utf8(), length: n, nullCount: v.nullCount, nullBitmap: v.nullBitmap, valueOffsets, data })
+  }
+  if (!RAW_WORDS.has(typeId)) return null
+  const v = rawValidity(chunk, col, n)
+  const words = rawWords(chunk, col, n, v)
+  const base = { length: n, nullCount: v.nullCount, nullBitmap: v.nullBitmap }
+  if (kind === 'float64') return makeData({ ...base, type: new Float64(), data: new Float64Array(words) })
+  if (kind === 'timestamp') return makeData({ ...base, type: new Timestamp(TimeUnit.MICROSECOND, 'UTC'), data: new BigInt64Array(words) })
+  return makeData({ ...base, type: new Int64(), data: new BigInt64Array(words) })
 }
 
 /** The validity bitmap (bit set: a value) and null count of n values, from a per-row null test. */
@@ -141,7 +163,7 @@ function columnData(chunk: DuckDBDataChunk, col: number, kind: Kind): Data {
 
 /** One DuckDB chunk (~2,048 rows) as one Arrow record batch of the plan's schema. */
 export function chunkToBatch(plan: ArrowPlan, chunk: DuckDBDataChunk): RecordBatch {
-  const children = plan.kinds.map((k, col) => columnData(chunk, col, k))
+  const children = plan.kinds.map((k, col) => rawColumn(chunk, col, plan.typeIds[col]!, k) ?? columnData(chunk, col, k))
   const data = makeData({ type: new Struct(plan.schema.fields), length: chunk.rowCount, nullCount: 0, children })
   return new RecordBatch(plan.schema, data)
 }
