@@ -53,14 +53,19 @@ export function rawWords(chunk: DuckDBDataChunk, col: number, n: number, validit
   return out.buffer
 }
 
-/** Strings (VARCHAR) of `n` rows as Arrow's Utf8 layout: offsets and one buffer of their bytes. */
+/**
+ * Strings (VARCHAR) of `n` rows as Arrow's Utf8 layout: offsets and one buffer of their bytes. Each row is a
+ * duckdb_string_t of 16 bytes: its length, then the bytes inline (12 or fewer) or a prefix and a pointer. A chunk's
+ * longer strings mostly sit one after another in its string heap, so each run of them whose pointers follow on
+ * (the next starts where the last ended, checked on the pointers' values) is read in one call: one call per string
+ * took ~3 µs, 11 of the 17 s of a 1M-call export.
+ */
 export function rawUtf8(
   chunk: DuckDBDataChunk,
   col: number,
   n: number,
   validity: RawValidity,
 ): { valueOffsets: Int32Array; data: Uint8Array } {
-  // Each row is a duckdb_string_t of 16 bytes: its length, then the bytes inline (12 or fewer) or a prefix and a pointer.
   const raw = bindings.vector_get_data(vectorOf(chunk, col), n * 16)
   const view = new DataView(raw.buffer, raw.byteOffset, n * 16)
   const valueOffsets = new Int32Array(n + 1)
@@ -70,13 +75,41 @@ export function rawUtf8(
     valueOffsets[i + 1] = total
   }
   const data = new Uint8Array(total)
-  for (let i = 0; i < n; i++) {
-    const at = valueOffsets[i]!
-    const len = valueOffsets[i + 1]! - at
-    if (len === 0) continue
-    const off = raw.byteOffset + i * 16
-    if (len <= 12) data.set(new Uint8Array(raw.buffer, off + 4, len), at)
-    else data.set(bindings.get_data_from_pointer(raw.buffer as ArrayBuffer, off + 8, len), at)
+  // The open run: its first row (whose pointer the read starts from), its length so far, and where its pointer ends.
+  let runRow = -1
+  let runLen = 0
+  let endLo = 0
+  let endHi = 0
+  const flush = () => {
+    if (runRow < 0) return
+    data.set(bindings.get_data_from_pointer(raw.buffer as ArrayBuffer, raw.byteOffset + runRow * 16 + 8, runLen), valueOffsets[runRow]!)
+    runRow = -1
   }
+  for (let i = 0; i < n; i++) {
+    const len = valueOffsets[i + 1]! - valueOffsets[i]!
+    // Empty and null rows take no bytes: a run goes on across them.
+    if (len === 0) continue
+    if (len <= 12) {
+      flush()
+      data.set(new Uint8Array(raw.buffer, raw.byteOffset + i * 16 + 4, len), valueOffsets[i]!)
+      continue
+    }
+    const lo = view.getUint32(i * 16 + 8, true)
+    const hi = view.getUint32(i * 16 + 12, true)
+    if (runRow >= 0 && lo === endLo && hi === endHi) runLen += len
+    else {
+      flush()
+      runRow = i
+      runLen = len
+    }
+    // Past 2^32 the high word would change: the run ends there (endHi stays, so the next one cannot match).
+    endLo = lo + len
+    endHi = hi
+    if (endLo > 0xffffffff) {
+      flush()
+      endLo = -1
+    }
+  }
+  flush()
   return { valueOffsets, data }
 }
