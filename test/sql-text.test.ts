@@ -31,8 +31,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: `${FRAGMENTS}; bound: an integer or the caller's own scalar subquery of its mark; ts: a timestamp from a number`,
   },
   'src/calls/read/merged.ts': {
-    names: ['c', 'columns', 'inner', 'lists', 'merged', 'n', 'p', 'where'],
-    why: `${FRAGMENTS}; column names from the fixed column lists`,
+    names: ['c', 'calls', 'columns', 'fresh', 'inner', 'lists', 'merged', 'n', 'p', 'project', 'settled', 'where'],
+    why: `${FRAGMENTS}; column names from the fixed column lists; project: a placeholder`,
   },
   'src/calls/read/order.ts': {
     names: ['keys', 'l', 'matching', 'order', 'p', 'select', 'rangeOf', 'match'],
@@ -88,8 +88,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: 'WAL generation numbers and a generated segment path (quoted by sqlPath)',
   },
   'src/calls/storage/parquet.ts': {
-    names: ['sqlPath', 'files'],
-    why: 'segment file paths the store generates (checkName), quoted by sqlPath',
+    names: ['sqlPath', 'files', 'over', 'rest'],
+    why: 'segment file paths the store generates (checkName), quoted by sqlPath; over/rest: those files and constant text',
   },
   'src/catalog/feedback.ts': {
     names: ['cols', 'select', 'types', 'where', 'order'],

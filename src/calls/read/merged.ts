@@ -11,6 +11,8 @@ export interface Extra {
   columns?: string[]
   /** Merge only these columns (and those the conditions name), for callers that read few. */
   only?: string[]
+  /** Read calls with no fresh parts as their settled rows, unmerged (see settledSplit); whole queries (exports) do. */
+  settled?: boolean
 }
 
 /** Large JSON columns: a page of calls merges them only for the calls on the page. */
@@ -60,5 +62,24 @@ export function matching(project: string, opts: QueryOptions, params: Params, li
       ? FOLDED.filter((c) => !HEAVY.has(c) || named(c))
       : FOLDED
   const refs = !light || /\bm\.(input|output)_refs\b/.test(text)
-  return `(${merged(columns, refs)} WHERE ${inner.join(' AND ')} GROUP BY project_id, id) m WHERE ${where.join(' AND ')}`
+  const calls = extra.settled
+    ? settledSplit(columns, refs, inner, p)
+    : `${merged(columns, refs)} WHERE ${inner.join(' AND ')} GROUP BY project_id, id`
+  return `(${calls}) m WHERE ${where.join(' AND ')}`
+}
+
+/**
+ * The merged calls as two parts: a call with no part in a flushed segment or the tail is its one row in a compacted
+ * segment, taken as it is (that row is its parts already merged: storage/compact.ts), and only the calls with fresh
+ * parts are merged. The same rows as merged() (one row through latest() is itself, its ref lists made distinct), without
+ * hashing every call of the project by id: a 1M-call export's first row came after ~8 s, ~6 of them the merge.
+ */
+function settledSplit(columns: readonly string[], refs: boolean, inner: readonly string[], project: string): string {
+  const fresh = `SELECT id FROM fresh_parts WHERE project_id = ${project}`
+  const lists = refs ? REF_LISTS.map((c) => `, list_distinct(${c}) AS ${c}`).join('') : ''
+  const settled = `SELECT project_id, id, ${columns.join(', ')}, deleted_at${lists} FROM settled_parts
+    WHERE ${inner.join(' AND ')} AND id NOT IN (${fresh})`
+  return `${settled}
+    UNION ALL BY NAME
+    ${merged(columns, refs)} WHERE ${inner.join(' AND ')} AND id IN (${fresh}) GROUP BY project_id, id`
 }

@@ -32,7 +32,7 @@ export function orderBy(sort: QueryOptions['sort_by'], params: Params): string {
 /** The matching calls, whole, in order, with limit and offset: one statement. */
 export function selectSql(project: string, opts: QueryOptions, params: Params, select = SELECT_OUT): string {
   const order = orderBy(opts.sort_by, params)
-  let sql = `SELECT ${select} FROM ${matching(project, opts, params, false, order)} ${order}`
+  let sql = `SELECT ${select} FROM ${matching(project, opts, params, false, order, { settled: true })} ${order}`
   if (opts.limit !== undefined && opts.limit !== null) sql += ` LIMIT ${params.add(opts.limit)}`
   if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
   return sql

@@ -32,11 +32,32 @@ export async function fileStats(maint: DuckDBConnection, file: string): Promise<
   return { n: Number(stats.n), lo: Number(stats.lo ?? 0), hi: Number(stats.hi ?? 0) }
 }
 
-/** The relation queries read: every segment, then the tail. */
+/**
+ * The relations queries read, replaced together in one transaction (a statement sees all three of one moment):
+ * `all_parts`, every segment then the tail; and its two halves, `settled_parts`, the compacted segments, where each
+ * call is one merged row and no two segments share a call (compact.ts), and `fresh_parts`, the flushed segments and
+ * the tail. A call without fresh parts is its settled row as it is, without a merge (read/merged.ts `settledSplit`).
+ */
 export async function refreshView(maint: DuckDBConnection, dir: string, segments: readonly Segment[]): Promise<void> {
-  const files = segmentFiles(dir, segments)
-  const sql = files.length
-    ? `CREATE OR REPLACE VIEW all_parts AS SELECT * FROM read_parquet([${files.join(', ')}], union_by_name = true) UNION ALL BY NAME SELECT * EXCLUDE (wal_gen) FROM call_parts`
-    : 'CREATE OR REPLACE VIEW all_parts AS SELECT * EXCLUDE (wal_gen) FROM call_parts'
-  await maint.run(sql)
+  const tail = 'SELECT * EXCLUDE (wal_gen) FROM call_parts'
+  const over = (list: readonly Segment[], rest: string) => {
+    const files = segmentFiles(dir, list)
+    return files.length ? `SELECT * FROM read_parquet([${files.join(', ')}], union_by_name = true) UNION ALL BY NAME ${rest}` : rest
+  }
+  const settled = segments.filter((x) => x.level)
+  await maint.run('BEGIN')
+  try {
+    await maint.run(`CREATE OR REPLACE VIEW all_parts AS ${over(segments, tail)}`)
+    await maint.run(`CREATE OR REPLACE VIEW settled_parts AS ${over(settled, `${tail} WHERE false`)}`)
+    await maint.run(
+      `CREATE OR REPLACE VIEW fresh_parts AS ${over(
+        segments.filter((x) => !x.level),
+        tail,
+      )}`,
+    )
+    await maint.run('COMMIT')
+  } catch (e) {
+    await maint.run('ROLLBACK').catch(() => {})
+    throw e
+  }
 }
