@@ -113,3 +113,13 @@ export function rawUtf8(
   flush()
   return { valueOffsets, data }
 }
+
+/** Strings (VARCHAR) of `n` rows as JS strings (null where null), decoded from the bytes rawUtf8 reads. */
+export function rawStrings(chunk: DuckDBDataChunk, col: number, n: number): (string | null)[] {
+  const validity = rawValidity(chunk, col, n)
+  const { valueOffsets, data } = rawUtf8(chunk, col, n, validity)
+  const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength)
+  const out = new Array<string | null>(n)
+  for (let i = 0; i < n; i++) out[i] = isSet(validity, i) ? bytes.toString('utf8', valueOffsets[i], valueOffsets[i + 1]) : null
+  return out
+}

@@ -2,6 +2,7 @@ import type { DuckDBConnection, DuckDBDataChunk, DuckDBType } from '@duckdb/node
 import { Durations } from '../../core/durations.js'
 import { DomainError } from '../../core/errors.js'
 import type { Params } from '../../query/expr.js'
+import { chunkRows } from './chunk-rows.js'
 
 type Row = Record<string, unknown>
 
@@ -43,16 +44,16 @@ export class Reader {
   async stream<T>(sql: string, params: Params, shape: (r: Row) => T): Promise<AsyncGenerator<T[]>> {
     const { conn, guarded } = await this.readConn()
     try {
-      const { names, chunks, first } = await this.queries.time(
+      const { chunks, first } = await this.queries.time(
         (async () => {
           const result = await guarded(() => conn.stream(sql, params.values))
-          const chunks = result.yieldRowsJs()
-          return { names: result.columnNames(), chunks, first: await guarded(() => chunks.next()) }
+          const chunks = chunkRows(result)
+          return { chunks, first: await guarded(() => chunks.next()) }
         })(),
       )
       return (async function* () {
         try {
-          for (let next = first; !next.done; next = await guarded(() => chunks.next())) yield objects(names, next.value).map(shape)
+          for (let next = first; !next.done; next = await guarded(() => chunks.next())) yield next.value.map(shape)
         } finally {
           conn.closeSync()
         }
