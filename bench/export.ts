@@ -35,6 +35,7 @@ import { RecordBatchReader } from 'apache-arrow'
 import { parseFlags } from '../src/core/config.js'
 import { ROOT_DIR, VERSION } from '../src/core/version.js'
 import { CallStore } from '../src/calls/store.js'
+import { FOLDED, latest } from '../src/calls/model.js'
 import { genCalls } from '../scripts/gen-calls.js'
 import { spreadChart } from './chart.js'
 import { spread, startWeft, type Spread } from './util.js'
@@ -140,22 +141,9 @@ async function duckdbAlone(dir: string): Promise<{ ms: number; bytes: number }> 
   const out = path.join(mkdtempSync(path.join(os.tmpdir(), 'weft-export-peer-')), 'calls.jsonl')
   const db = await DuckDBInstance.create(':memory:')
   const c = await db.connect()
-  const cols = [
-    'trace_id',
-    'parent_id',
-    'op_name',
-    'display_name',
-    'started_at',
-    'ended_at',
-    'attributes',
-    'inputs',
-    'output',
-    'summary',
-    'exception',
-    'user_id',
-  ]
-  const latest = cols.map((x) => `arg_max(${x}, seq) FILTER (WHERE ${x} IS NOT NULL) AS ${x}`).join(', ')
-  const sql = `COPY (SELECT * FROM (SELECT project_id, id, ${latest}, max(deleted_at) AS deleted_at FROM read_parquet([${files}], union_by_name = true)
+  // The store's own merge of a call's parts (model.ts), the same columns.
+  const merged = FOLDED.map(latest).join(', ')
+  const sql = `COPY (SELECT * FROM (SELECT project_id, id, ${merged}, max(deleted_at) AS deleted_at FROM read_parquet([${files}], union_by_name = true)
       GROUP BY project_id, id) WHERE deleted_at IS NULL AND started_at IS NOT NULL ORDER BY started_at, id) TO '${out}' (FORMAT json)`
   const t0 = performance.now()
   await c.run(sql)
