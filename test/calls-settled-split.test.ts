@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { rm } from 'node:fs/promises'
 import type { CallPart } from '../src/calls/model.js'
 import { CallStore } from '../src/calls/store.js'
@@ -47,7 +47,6 @@ async function compare(t: Test, store: CallStore, what: string): Promise<number>
   t.same(whole, paged, `${what}: the whole query equals its pages (${whole.length} calls)`)
   return whole.length
 }
-type Test = Parameters<Parameters<typeof t.test>[1]>[0]
 
 t.test('a whole query over compacted, flushed and tail parts answers as the merge does', async (t) => {
   const dir = tempDir()
