@@ -151,11 +151,8 @@ function columnData(chunk: DuckDBDataChunk, col: number, kind: Kind): Data {
     for (let i = 0; i < n; i++) if (vals[i] !== null) data[i] = Number(vals[i])
     return makeData({ type: new Float64(), length: n, nullCount, nullBitmap, data })
   }
-  if (kind === 'timestamp') {
-    const data = new BigInt64Array(n)
-    for (let i = 0; i < n; i++) if (vals[i] !== null) data[i] = (vals[i] as { micros: bigint }).micros
-    return makeData({ type: new Timestamp(TimeUnit.MICROSECOND, 'UTC'), length: n, nullCount, nullBitmap, data })
-  }
+  // Timestamps (TIMESTAMP, TIMESTAMP_TZ) are always read whole by rawColumn.
+  if (kind === 'timestamp') throw new Error('timestamp columns are converted by rawColumn')
   const data = new Uint8Array(((n + 63) >> 6) << 3)
   for (let i = 0; i < n; i++) if (vals[i] === true) data[i >> 3]! |= 1 << (i & 7)
   return makeData({ type: new Bool(), length: n, nullCount, nullBitmap, data })
