@@ -8,6 +8,7 @@
  * on the machine hits both. Writes bench/results/frontend-<stamp>.json and .svg.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { SERVER_NODE_FLAGS } from '../src/core/node-flags.js'
 import { mkdtempSync, writeFileSync, rmSync, mkdirSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -84,7 +85,18 @@ async function startTarget(name: string, script: string): Promise<{ name: string
   const port = await freePort()
   const dir = mkdtempSync(path.join(os.tmpdir(), `weft-bench-${name}-`))
   // Same settings for both, access logs included: they are part of the work a request costs.
-  const args = ['-c', serverCpu, process.execPath, script, ...(name === 'weft' ? ['serve'] : []), '--port', String(port), '--data-dir', dir]
+  const args = [
+    '-c',
+    serverCpu,
+    process.execPath,
+    ...(name === 'weft' ? SERVER_NODE_FLAGS : []),
+    script,
+    ...(name === 'weft' ? ['serve'] : []),
+    '--port',
+    String(port),
+    '--data-dir',
+    dir,
+  ]
   const proc = spawn('taskset', args, {
     env: { ...process.env, WEFT_API_KEY: 'bench-key', WEFT_ACCESS_LOG: accessLog },
     stdio: ['ignore', 'ignore', 'inherit'],

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
+import { SERVER_NODE_FLAGS } from '../src/core/node-flags.js'
 
 /** A port nothing listens on right now, for a server the bench starts. */
 export function freePort(): Promise<number> {
@@ -50,7 +51,7 @@ export async function startWeft(opts: {
 }): Promise<BenchServer> {
   const cpus = opts.cpus ?? Array.from({ length: os.cpus().length }, (_, i) => i).join(',')
   const port = await freePort()
-  const nodeArgs = (process.env.WEFT_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)
+  const nodeArgs = [...SERVER_NODE_FLAGS, ...(process.env.WEFT_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)]
   const main = path.join(opts.root, 'dist', 'src', 'weft.cjs')
   const proc = spawn(
     'taskset',

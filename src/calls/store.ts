@@ -7,14 +7,17 @@ import { Params } from '../query/params.js'
 import { encodeParts } from './ingest/encode.js'
 import { type CallPart, type CallRecord, type QueryOptions } from './model.js'
 import { matchingView, mergedCalls, touchedCalls, windowIdsSql } from './read/facts.js'
-import { fetchSql, pagePlan, querySql } from './read/order.js'
+import { fetchSql, pagePlan, querySql, selectSql } from './read/order.js'
+import { exportWindows } from './read/windows.js'
+import { callChunks } from './read/chunk-rows.js'
+import { segmentFiles } from './storage/parquet.js'
 import { pageCalls } from './read/page-fetch.js'
 import { pageBlocksRead } from './storage/page-blocks.js'
 import { ensurePageIndex } from './storage/page-index.js'
 import { SELECT_OUT } from './read/merged.js'
 import { isExport, pooledArrow, pooledCalls, type PooledDeps } from './readers/export.js'
 import { ReaderPool } from './readers/pool.js'
-import { Reader } from './read/reader.js'
+import { Reader, type Statement } from './read/reader.js'
 import { countSql, descendantsSql, traceBytesSql } from './read/statements.js'
 import { toCall } from './read/to-call.js'
 import { distinctRefsSql } from './read/expand.js'
@@ -202,12 +205,35 @@ export class CallStore implements CallSource {
     const pool = this.pooled(opts)
     const viaPool = pool && (await pooledCalls(pool, project, opts, SELECT_OUT))
     if (viaPool) return viaPool
+    const windows = await this.windowed(project, opts, SELECT_OUT)
+    if (windows) return callChunks(await this.reader.streamSeq(windows))
     const { calls, sql, params } = await this.page(project, opts)
     if (calls)
       return (async function* () {
         if (calls.length) yield calls
       })()
     return this.reader.stream(sql, params, toCall)
+  }
+
+  /** Window statements exports have run (see windowed; tests). */
+  exportWindows = 0
+
+  /**
+   * An export in start-time order as one statement per window of start time (read/windows.ts), or null when
+   * it is read whole. The windows come from the compacted segments' row groups.
+   */
+  private async windowed(project: string, opts: QueryOptions, select: string): Promise<(() => Statement | null) | null> {
+    const settled = this.storage.manifest.segments.filter((x) => x.level)
+    const files = segmentFiles(this.storage.dir, settled)
+    const windows = await exportWindows((s, p) => this.reader.readAll(s, p), files, project, opts).catch(() => null)
+    if (!windows) return null
+    return () => {
+      const w = windows.next()
+      if (!w) return null
+      this.exportWindows++
+      const params = new Params()
+      return { sql: selectSql(project, opts, params, select, w.window), params, done: (rows) => windows.done(w.calls, rows) }
+    }
   }
 
   /**
@@ -235,8 +261,13 @@ export class CallStore implements CallSource {
     const pool = this.pooled(opts)
     const viaPool = pool && (await pooledArrow(pool, project, opts, select))
     if (viaPool) return viaPool
-    const { sql, params } = await querySql(project, opts, (s, p) => this.reader.readAll(s, p), select)
-    const result = await this.reader.streamChunks(sql, params)
+    const windows = await this.windowed(project, opts, select)
+    const result = windows
+      ? await this.reader.streamSeq(windows)
+      : await (async () => {
+          const { sql, params } = await querySql(project, opts, (s, p) => this.reader.readAll(s, p), select)
+          return this.reader.streamChunks(sql, params)
+        })()
     // apache-arrow loads at the first Arrow answer (arrow/media.ts says why).
     const { arrowPlan, chunkToBatch } = await import('./arrow/convert.js')
     const plan = arrowPlan(result.names, result.types)

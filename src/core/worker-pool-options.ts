@@ -17,5 +17,13 @@ export function pooledWorkerOptions(): { atomics: 'disabled'; idleTimeout: numbe
 
 export function pooledWorkerExecArgv(): string[] {
   const requireModule = (process.features as { require_module?: boolean }).require_module === true
-  return requireModule ? [...process.execArgv, '--no-experimental-require-module'] : [...process.execArgv]
+  return requireModule ? [...workerExecArgv(), '--no-experimental-require-module'] : workerExecArgv()
+}
+
+/**
+ * The process's node flags a worker thread may be given: V8's heap flags (the server starts with one, see weft.cts)
+ * apply to the whole process and make `new Worker` throw ERR_WORKER_INVALID_EXEC_ARGV when passed again.
+ */
+export function workerExecArgv(): string[] {
+  return process.execArgv.filter((a) => !/^--(initial|max|min)-(old|semi)-space-size\b|^--(initial|max)-heap-size\b/.test(a))
 }

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
 import { progress } from '../core/progress.js'
+import { workerExecArgv } from '../core/worker-pool-options.js'
 import type { EngineStats, GenerateRequest, ModelInfo, PrefixCacheStats, WorkerCommand, WorkerEvent } from './protocol.js'
 import type { WorkerConfig } from './worker.js'
 
@@ -74,7 +75,10 @@ export class ModelServer {
   private spawn(): Promise<void> {
     return new Promise((resolve, reject) => {
       const workerData: WorkerConfig = { ...this.config, restart: this.restarts }
-      const w = new Worker(fileURLToPath(new URL('../../workers/inference.js', import.meta.url)), { workerData })
+      const w = new Worker(fileURLToPath(new URL('../../workers/inference.js', import.meta.url)), {
+        workerData,
+        execArgv: workerExecArgv(),
+      })
       this.worker = w
       let ready = false
       // Loading large weights takes minutes: /ready and /admin/stats show it (the worker reports no steps within it).

@@ -6,6 +6,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { spawnClean } from './child-env.js'
+import { SERVER_NODE_FLAGS } from '../../src/core/node-flags.js'
 
 /** The checkout: the nearest folder above this file with a package.json (this file runs as dist/test/helpers/server.js). */
 export const ROOT = (() => {
@@ -63,7 +64,10 @@ export function tempDir(prefix = 'weft-test-'): string {
 /** Runs the weft CLI to completion. */
 export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const p = spawnClean(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const p = spawnClean(process.execPath, [...SERVER_NODE_FLAGS, MAIN, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let stdout = ''
     let stderr = ''
     p.stdout!.on('data', (d) => (stdout += d))
@@ -93,10 +97,14 @@ export async function startServer(
   } as Record<string, string>
   if (key !== null) env.WEFT_API_KEY = key
   else delete env.WEFT_API_KEY
-  const proc = spawnClean(process.execPath, [MAIN, 'serve', '--port', '0', '--data-dir', dataDir, ...(opts.args ?? [])], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  const proc = spawnClean(
+    process.execPath,
+    [...SERVER_NODE_FLAGS, MAIN, 'serve', '--port', '0', '--data-dir', dataDir, ...(opts.args ?? [])],
+    {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  )
   let out = ''
   proc.stdout!.on('data', (d) => (out += d))
   proc.stderr!.on('data', (d) => (out += d))

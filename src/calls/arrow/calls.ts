@@ -27,10 +27,15 @@ const WEAVE = `'{"status":' || to_json(${DERIVED['summary.weave.status']!.sql}):
 /**
  * The summary as the JSON answer has it: the stored one with `weave` gaining the derived fields (see
  * toCall). The usual stored summary, an object without `weave`, gets the key spliced in before its
- * closing brace; one that has `weave` is merged (a JSON merge patch, which drops keys whose patch
- * value is null); anything else is replaced, as toCall replaces it.
+ * closing brace, found first by plain text tests that suffice for the JSON ones (a text that starts `{"` and
+ * ends `}` is an object with keys; without `"weave"` or a `\\u` escape it has no `weave` key): the JSON tests parse
+ * the text three times, and 1M calls' summaries took 0.97 s of DuckDB's time with them alone, 0.74 s with these
+ * first. One that has `weave` is merged (a JSON merge patch, which drops keys whose patch value is null);
+ * anything else is replaced, as toCall replaces it.
  */
 const SUMMARY = `CASE
+    WHEN starts_with(m.summary, '{"') AND ends_with(m.summary, '}') AND NOT contains(m.summary, '"weave"')
+      AND NOT contains(m.summary, '\\u') THEN left(m.summary, -1) || ',"weave":' || ${WEAVE} || '}'
     WHEN m.summary IS NULL OR json_type(m.summary) <> 'OBJECT' THEN '{"weave":' || ${WEAVE} || '}'
     WHEN NOT json_exists(m.summary, '$.weave') THEN
       CASE WHEN json_keys(m.summary) = [] THEN '{"weave":' || ${WEAVE} || '}'

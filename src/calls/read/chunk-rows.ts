@@ -1,5 +1,7 @@
-import { DuckDBTypeId, JSDuckDBValueConverter, type DuckDBDataChunk, type DuckDBResult } from '@duckdb/node-api'
+import { DuckDBTypeId, JSDuckDBValueConverter, type DuckDBDataChunk, type DuckDBResult, type DuckDBType } from '@duckdb/node-api'
 import { rawStrings } from '../arrow/raw-columns.js'
+import type { CallRecord } from '../model.js'
+import { toCall } from './to-call.js'
 
 type Row = Record<string, unknown>
 
@@ -13,6 +15,16 @@ export async function* chunkRows(result: DuckDBResult): AsyncGenerator<Row[]> {
   const names = result.columnNames()
   const text = result.columnTypes().map((t) => t.typeId === DuckDBTypeId.VARCHAR)
   for await (const chunk of result) yield rowsOf(chunk, names, text)
+}
+
+/** The calls of column chunks (Reader.streamChunks, streamSeq), a chunk at a time, as the API returns them. */
+export async function* callChunks(stream: {
+  names: readonly string[]
+  types: readonly DuckDBType[]
+  chunks: AsyncIterable<DuckDBDataChunk>
+}): AsyncGenerator<CallRecord[]> {
+  const text = stream.types.map((t) => t.typeId === DuckDBTypeId.VARCHAR)
+  for await (const chunk of stream.chunks) yield rowsOf(chunk, stream.names, text).map(toCall)
 }
 
 function rowsOf(chunk: DuckDBDataChunk, names: readonly string[], text: readonly boolean[]): Row[] {

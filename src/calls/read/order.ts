@@ -4,6 +4,7 @@ import type { QueryOptions } from '../model.js'
 import { rangeOf } from '../../query/list-filters.js'
 import { MERGED, SELECT_OUT, matching } from './merged.js'
 import { indexPageIds, type PageIds } from './page-index.js'
+import type { Window } from './windows.js'
 
 type ReadAll = (sql: string, params: Params) => Promise<Record<string, unknown>[]>
 
@@ -29,10 +30,10 @@ export function orderBy(sort: QueryOptions['sort_by'], params: Params): string {
   return `ORDER BY ${keys.join(', ')}, m.id ASC`
 }
 
-/** The matching calls, whole, in order, with limit and offset: one statement. */
-export function selectSql(project: string, opts: QueryOptions, params: Params, select = SELECT_OUT): string {
+/** The matching calls, whole, in order, with limit and offset: one statement (of those in `window`, when given). */
+export function selectSql(project: string, opts: QueryOptions, params: Params, select = SELECT_OUT, window?: Window): string {
   const order = orderBy(opts.sort_by, params)
-  let sql = `SELECT ${select} FROM ${matching(project, opts, params, false, order, { settled: true })} ${order}`
+  let sql = `SELECT ${select} FROM ${matching(project, opts, params, false, order, { settled: true, started: window })} ${order}`
   if (opts.limit !== undefined && opts.limit !== null) sql += ` LIMIT ${params.add(opts.limit)}`
   if (opts.offset) sql += ` OFFSET ${params.add(opts.offset)}`
   return sql

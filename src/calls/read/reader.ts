@@ -74,17 +74,66 @@ export class Reader {
           return { result, first: await guarded(() => result.fetchChunk()) }
         })(),
       )
-      const chunks = pull(
-        first,
-        () => guarded(() => result.fetchChunk()),
-        () => conn.closeSync(),
-      )
-      return { names: result.columnNames(), types: result.columnTypes(), chunks }
+      let open = true
+      const close = () => {
+        if (open) conn.closeSync()
+        open = false
+      }
+      const chunks = pull(first, () => guarded(() => result.fetchChunk()), close)
+      return { names: result.columnNames(), types: result.columnTypes(), chunks, close }
     } catch (e) {
       conn.closeSync()
       throw e
     }
   }
+
+  /**
+   * As streamChunks, over statements of the same columns read one after another (an export's windows:
+   * windows.ts), each asked of `next` as the one before starts to be read: DuckDB runs a statement while the
+   * one before is sent, and at most two are held. A statement's `done` hears how many rows it answered.
+   */
+  async streamSeq(next: () => Statement | null): Promise<ChunkStream> {
+    const open = (s: Statement) => this.streamChunks(s.sql, s.params)
+    let statement = next()
+    if (!statement) throw new Error('streamSeq: no statement')
+    const first = await open(statement)
+    let current: ChunkStream | null = first
+    let ahead: Promise<ChunkStream> | null = null
+    const close = () => {
+      current?.close()
+      // A statement started ahead and never read holds its connection until closed here.
+      void ahead?.then((s) => s.close()).catch(() => {})
+    }
+    async function* chunks() {
+      try {
+        while (current && statement) {
+          const following = next()
+          ahead = following && open(following)
+          // Awaited below; until then a failure must not count as unhandled.
+          ahead?.catch(() => {})
+          let rows = 0
+          for await (const chunk of current.chunks) {
+            rows += chunk.rowCount
+            yield chunk
+          }
+          statement.done?.(rows)
+          statement = following
+          current = ahead && (await ahead)
+          ahead = null
+        }
+      } finally {
+        close()
+      }
+    }
+    return { names: first.names, types: first.types, chunks: chunks(), close }
+  }
+}
+
+/** One of a sequence of statements (Reader.streamSeq). */
+export interface Statement {
+  sql: string
+  params: Params
+  done?: (rows: number) => void
 }
 
 /** A streaming result as DuckDB's own column chunks, for callers that convert columns (Arrow answers). */
@@ -93,6 +142,8 @@ export interface ChunkStream {
   types: DuckDBType[]
   /** Each chunk is valid until the next is asked for. */
   chunks: AsyncGenerator<DuckDBDataChunk>
+  /** Ends the read without reading on (reading to the end, or returning the generator, closes it too). */
+  close: () => void
 }
 
 /** The chunks of a result as the consumer pulls them; the first already fetched, the connection closed at the end. */

@@ -13,6 +13,7 @@
 import { fileURLToPath } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import { checkConstraintBounds } from './bounds.js'
+import { workerExecArgv } from '../../core/worker-pool-options.js'
 import { GrammarError, constraintKey, type Constraint, type GrammarSource, type SequenceGrammar } from './constraint.js'
 import type { LaneCommand, LaneConfig, LaneReply } from './lane-protocol.js'
 
@@ -52,7 +53,7 @@ class Lane {
     /** Its last live matcher went: it may take a compile. */
     readonly onFree: () => void,
   ) {
-    this.worker = new Worker(LANE_FILE, { workerData: config })
+    this.worker = new Worker(LANE_FILE, { workerData: config, execArgv: workerExecArgv() })
     this.worker.unref()
     this.ready = new Promise((resolve) => (this.markReady = resolve))
     this.worker.on('message', (r: LaneReply) => {

@@ -1,0 +1,45 @@
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import path from 'node:path'
+import { SERVER_NODE_FLAGS } from '../src/core/node-flags.js'
+import { workerExecArgv } from '../src/core/worker-pool-options.js'
+import { ROOT, postJson, startServer } from './helpers/server.js'
+
+/**
+ * The server's node flags (core/node-flags.ts) are given where it starts: `npm start`, the `weft` command's first
+ * line, and (test/helpers/server.ts) every server of the suite. V8 flags apply to the whole process and a worker
+ * thread given one throws, so workers get the rest: a server started with them runs its inference, structured-output
+ * and ingest workers.
+ */
+
+t.test('npm start and the weft command give the flags', async (t) => {
+  const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }
+  const entry = readFileSync(path.join(ROOT, 'src', 'weft.cts'), 'utf8').split('\n')[0]!
+  for (const flag of SERVER_NODE_FLAGS) {
+    t.match(pkg.scripts.start, ` ${flag} `, `npm start gives ${flag}`)
+    t.match(entry, new RegExp(`^#!/usr/bin/env -S node .*${flag}`), `weft.cts's first line gives ${flag}`)
+  }
+})
+
+t.test("workers are not given V8's heap flags", async (t) => {
+  const saved = process.execArgv.splice(0)
+  t.teardown(() => process.execArgv.splice(0, process.execArgv.length, ...saved))
+  process.execArgv.push('--initial-old-space-size=128', '--max-semi-space-size=32', '--enable-source-maps', '--max-old-space-size=4096')
+  t.same(workerExecArgv(), ['--enable-source-maps'])
+})
+
+t.test('a server started with the flags runs its workers', async (t) => {
+  const s = await startServer()
+  t.teardown(() => s.stop())
+  const chat = await postJson(s, '/v1/chat/completions', {
+    model: 'weft-tiny',
+    messages: [{ role: 'user', content: 'hi' }],
+    max_tokens: 4,
+    response_format: { type: 'json_object' },
+  })
+  t.equal(chat.status, 200, `a chat completion with structured output (inference and grammar workers): ${chat.text.slice(0, 200)}`)
+  const start = await postJson(s, '/call/start', {
+    start: { project_id: 'flags/p', op_name: 'op', started_at: new Date().toISOString(), attributes: {}, inputs: {} },
+  })
+  t.equal(start.status, 200, 'a call started (ingest worker)')
+})
