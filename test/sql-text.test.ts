@@ -50,8 +50,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: `${FRAGMENTS}; column names from the fixed column lists; only: a constant clause on a placeholder; parts / settledWhere / mergedWhere: conditions composed of the former`,
   },
   'src/calls/read/windows.ts': {
-    names: ['list', 'p'],
-    why: 'list: segment file paths from the manifest, quoted by sqlPath (storage/parquet.ts segmentFiles); p: a placeholder',
+    names: ['missing'],
+    why: 'segment file paths the store makes from the manifest (checked names), each quoted by sqlPath (storage/parquet.ts)',
   },
   'src/calls/read/order.ts': {
     names: ['keys', 'l', 'matching', 'order', 'p', 'select', 'rangeOf', 'match'],

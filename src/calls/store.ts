@@ -10,7 +10,6 @@ import { matchingView, mergedCalls, touchedCalls, windowIdsSql } from './read/fa
 import { fetchSql, pagePlan, querySql, selectSql } from './read/order.js'
 import { exportWindows } from './read/windows.js'
 import { callChunks } from './read/chunk-rows.js'
-import { segmentFiles } from './storage/parquet.js'
 import { pageCalls } from './read/page-fetch.js'
 import { pageBlocksRead } from './storage/page-blocks.js'
 import { ensurePageIndex } from './storage/page-index.js'
@@ -24,7 +23,7 @@ import { distinctRefsSql } from './read/expand.js'
 import type { CallColumn, CallRelation, CallSession, CallSource, MatchView, SeqBound, TouchedSpec } from './source.js'
 import { openStorage } from './storage/open.js'
 import type { StoreOptions } from './storage/options.js'
-import type { Segment } from './storage/segments.js'
+import { checkName, type Segment } from './storage/segments.js'
 import type { SegmentEvent, Storage } from './storage/storage.js'
 import { walRecord } from './storage/wal.js'
 
@@ -224,7 +223,7 @@ export class CallStore implements CallSource {
    */
   private async windowed(project: string, opts: QueryOptions, select: string): Promise<(() => Statement | null) | null> {
     const settled = this.storage.manifest.segments.filter((x) => x.level)
-    const files = segmentFiles(this.storage.dir, settled)
+    const files = settled.map((x) => path.join(this.storage.dir, checkName(x.file)))
     const windows = await exportWindows((s, p) => this.reader.readAll(s, p), files, project, opts).catch(() => null)
     if (!windows) return null
     return () => {
