@@ -21,6 +21,15 @@ t.test('npm start and the weft command give the flags', async (t) => {
   }
 })
 
+t.test("the entry sets DuckDB's allocator decay before DuckDB loads, unless the user set it or a memory budget", async (t) => {
+  // jemalloc reads DUCKDB_JE_MALLOC_CONF once, when libduckdb loads (main.js's imports): set after that, it is ignored.
+  const entry = readFileSync(path.join(ROOT, 'dist', 'src', 'weft.cjs'), 'utf8')
+  const set = /if \(!process\.env\.DUCKDB_JE_MALLOC_CONF && !budgetSet\)\s*process\.env\.DUCKDB_JE_MALLOC_CONF = '([^']*)'/.exec(entry)
+  const load = entry.search(/import\(['"]\.\/main\.js['"]\)/)
+  t.equal(set?.[1], 'dirty_decay_ms:30000,muzzy_decay_ms:30000', 'weft.cjs sets 30 s decays when the user has not')
+  t.ok(set && load > set.index, 'and does so before it loads main.js')
+})
+
 t.test("workers are not given V8's heap flags", async (t) => {
   const saved = process.execArgv.splice(0)
   t.teardown(() => process.execArgv.splice(0, process.execArgv.length, ...saved))
