@@ -1,4 +1,5 @@
 import t from 'tap'
+import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
 import { SERVER_NODE_FLAGS } from '../src/core/node-flags.js'
@@ -28,6 +29,23 @@ t.test("the entry sets DuckDB's allocator decay before DuckDB loads, unless the 
   const load = entry.search(/import\(['"]\.\/main\.js['"]\)/)
   t.equal(set?.[1], 'dirty_decay_ms:30000,muzzy_decay_ms:30000', 'weft.cjs sets 30 s decays when the user has not')
   t.ok(set && load > set.index, 'and does so before it loads main.js')
+})
+
+t.test('jemalloc takes DUCKDB_JE_MALLOC_CONF set from JavaScript before DuckDB loads, and only then', async (t) => {
+  // What the entry relies on: process.env reaches the C environment, which jemalloc reads when libduckdb loads.
+  // `stats_print:true` makes jemalloc print its settings at exit.
+  const conf = 'dirty_decay_ms:30000,muzzy_decay_ms:30000,stats_print:true'
+  const open = "const { DuckDBInstance } = await import('@duckdb/node-api'); await (await DuckDBInstance.create(':memory:')).connect();"
+  const run = (code: string) =>
+    spawnSync(process.execPath, ['--input-type=module', '-e', code], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      env: { ...process.env, DUCKDB_JE_MALLOC_CONF: '' },
+    })
+  const before = run(`process.env.DUCKDB_JE_MALLOC_CONF = '${conf}'; ${open}`)
+  t.match(before.stdout + before.stderr, /opt\.dirty_decay_ms: 30000/, 'set before the import: 30 s')
+  const after = run(`${open} process.env.DUCKDB_JE_MALLOC_CONF = '${conf}';`)
+  t.notMatch(after.stdout + after.stderr, /opt\.dirty_decay_ms/, 'set after it: not read (no settings printed)')
 })
 
 t.test("workers are not given V8's heap flags", async (t) => {
