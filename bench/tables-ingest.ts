@@ -9,6 +9,7 @@
  * bench/results/tables-ingest-<stamp>.json.
  *
  *   npm run build && node dist/bench/tables-ingest.js [--rows 10000,100000] [--runs 2] [--upload update,digests] [--roots /a,/b]
+ *                                                    [--bodies prebuilt|inline]
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -33,6 +34,8 @@ const load = () =>
 
 /** Servers built from other trees (`--roots /a,/b`: each a checkout with its own dist/) run in turns, run by run. */
 const roots = flags.roots ? flags.roots.split(',') : [ROOT_DIR]
+/** `--bodies inline`: each request body joined and encoded in the timed loop, as before 2026-12-06. */
+const inlineBodies = flags.bodies === 'inline'
 
 /** CPU seconds the server process has used, all its threads (DuckDB's and the workers' included). */
 function cpuSeconds(pid: number | null, file = 'stat'): number {
@@ -87,8 +90,11 @@ const threadDelta = (a: Record<string, number>, b: Record<string, number>) =>
   )
 
 const uploaderOf = (weft: WeftClient): Uploader => ({
-  create: (json) => weft.create(json),
-  append: (base, c) => weft.append(base, c.parts),
+  prepare: (d, mode) => {
+    if (!inlineBodies) weft.prepare(d, mode)
+  },
+  create: (c) => weft.create(c),
+  append: (base, c) => weft.append(base, c),
   fromDigests: (digests) => weft.fromDigests(digests),
 })
 
@@ -122,6 +128,7 @@ for (const n of sizes) {
         // Sides take turns going first, so a load that rises or falls over the run hits each alike.
         for (const x of r % 2 ? [...sides].reverse() : sides) {
           const d = makeDataset(n, 1024, nonce++)
+          x.uploader.prepare?.(d, mode)
           const before = load()
           const cpu0 = cpuSeconds(x.pid)
           const main0 = mainCpuSeconds(x.pid)

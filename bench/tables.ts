@@ -143,6 +143,7 @@ async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Inges
   for (const s of order) {
     const side = sides[s]!
     try {
+      side.prepare?.(d, upload)
       const t0 = performance.now()
       const digest = await uploadDataset(side, d, upload)
       const s_ = ms(t0) / 1000
@@ -204,15 +205,16 @@ async function benchSize(n: number, chdb: ReturnType<typeof loadChdb>) {
 
     const sides: Partial<Record<Side, Ingester>> = {
       weft: {
-        create: (j) => weft.create(j),
-        append: (b, c) => weft.append(b, c.parts),
+        prepare: (d, mode) => weft.prepare(d, mode),
+        create: (c) => weft.create(c),
+        append: (b, c) => weft.append(b, c),
         fromDigests: (d) => weft.fromDigests(d),
         page: (t, o, l) => weft.page(t, o, l),
       },
     }
     if (peer)
       sides.clickhouse = {
-        create: (j) => peer.create(j),
+        create: (c) => peer.create(chunkJson(c)),
         append: (b, c) => peer.append(b, chunkJson(c)),
         fromDigests: async (d) => {
           const digest = tableDigestOf(d)

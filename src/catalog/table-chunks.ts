@@ -1,6 +1,6 @@
 import { BIGINT, LIST, listValue, VARCHAR, type DuckDBValue } from '@duckdb/node-api'
 import type { Tx } from './db.js'
-import { bigints, constantText } from './append-columns.js'
+import { asciiTexts, bigints, constantText } from './append-columns.js'
 import { tableDigest } from './digest.js'
 import { keysOf, storedSeqs, type RowIndex } from './table-row-index.js'
 
@@ -32,10 +32,25 @@ export interface StoredRow {
   val_dump: string
 }
 
-/** Rows to store, column-wise: digest i and its compact JSON text i. */
-export interface Rows {
-  digests: string[]
-  texts: string[]
+/**
+ * Rows to store, column-wise: digest i and its compact JSON text i, as strings or as ASCII bytes back to back in
+ * one buffer (a worker's scan, table-scan.ts: the appender takes them as they are, with no 10 MB string made of
+ * them on the event loop).
+ */
+export type Rows = { digests: string[]; texts: string[] } | { digests: string[]; ascii: AsciiTexts }
+
+/** Row texts of ASCII bytes back to back: text i is `text[ends[i - 1] ?? 0, ends[i])`. */
+export interface AsciiTexts {
+  text: Uint8Array
+  ends: Int32Array
+}
+
+/** Text i of `rows` as a string (a row of ASCII bytes is the same text read as Latin-1). */
+export function textAt(rows: Rows, i: number): string {
+  if ('texts' in rows) return rows.texts[i]!
+  const { text, ends } = rows.ascii
+  const from = i === 0 ? 0 : ends[i - 1]!
+  return Buffer.from(text.buffer, text.byteOffset + from, ends[i]! - from).toString('latin1')
 }
 
 /** A list of strings bound as one JSON parameter: DuckDB cannot type an empty bound list. */
@@ -226,8 +241,9 @@ export async function storedRows(q: Reader, project: string, digests: string[], 
  * (append-columns.ts), not value by value.
  */
 export async function insertRows(tx: Tx, project: string, rows: Rows, index: RowIndex | null): Promise<Map<string, number>> {
-  const unique = new Map<string, string>()
-  for (let i = 0; i < rows.digests.length; i++) if (!unique.has(rows.digests[i]!)) unique.set(rows.digests[i]!, rows.texts[i]!)
+  // Each distinct digest and the first row that has it.
+  const unique = new Map<string, number>()
+  for (let i = 0; i < rows.digests.length; i++) if (!unique.has(rows.digests[i]!)) unique.set(rows.digests[i]!, i)
   const digests = [...unique.keys()]
   const keys = index ? await keysOf(tx, digests) : []
   const seqs = index
@@ -236,10 +252,16 @@ export async function insertRows(tx: Tx, project: string, rows: Rows, index: Row
   const fresh = digests.flatMap((d, i) => (seqs.has(d) ? [] : [i]))
   if (fresh.length === 0) return seqs
   const newSeqs = await drawSeqs(tx, fresh.length)
+  const at = fresh.map((i) => unique.get(digests[i]!)!)
   await tx.append(
     'table_rows',
     [VARCHAR, VARCHAR, VARCHAR, BIGINT],
-    [constantText(project, fresh.length), fresh.map((i) => digests[i]!), fresh.map((i) => unique.get(digests[i]!)!), bigints(newSeqs)],
+    [
+      constantText(project, fresh.length),
+      fresh.map((i) => digests[i]!),
+      'texts' in rows ? at.map((r) => rows.texts[r]!) : asciiTexts(rows.ascii.text, rows.ascii.ends, at),
+      bigints(newSeqs),
+    ],
   )
   fresh.forEach((i, k) => {
     seqs.set(digests[i]!, Number(newSeqs[k]))

@@ -2,12 +2,14 @@ import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import { DomainError } from '../core/errors.js'
-import { tableTaskError, unpackRows, type PreparedRows, type TableTask, type TableTaskResult } from './table-prepare.js'
+import { tableTaskError, unpackRows, type TableTask, type TableTaskResult } from './table-prepare.js'
+import type { Rows } from './table-chunks.js'
 import { pooledWorkerOptions } from '../core/worker-pool-options.js'
 
 type Done = Extract<TableTaskResult, { ok: true }>
-/** A prepared request with its rows' texts as strings. */
-export type PreparedTable = (Extract<Done, { route: 'create' }> | Extract<Done, { route: 'update' }>) & PreparedRows
+type Request = Omit<Extract<Done, { route: 'create' }>, 'texts' | 'packed'> | Omit<Extract<Done, { route: 'update' }>, 'texts' | 'packed'>
+/** A prepared request with its rows' texts as strings, or as the ASCII bytes the worker packed them in. */
+export type PreparedTable = Request & Rows
 
 /**
  * Worker threads that parse and digest table bodies (table-prepare.ts). The server makes one and closes it at
@@ -56,7 +58,10 @@ export class TablePool {
       throw new DomainError(503, `The table worker failed on this request and nothing was written: ${message}`, { retryAfterS: 1 })
     }
     if (!r.ok) throw tableTaskError(r)
-    return r.packed ? { ...r, texts: unpackRows(r.packed), packed: undefined } : (r as PreparedTable)
+    const { texts, packed, ...request } = r
+    if (!packed) return { ...request, texts }
+    // All ASCII (nearly every dataset): the bytes go to the appender as they are; else strings, decoded once.
+    return packed.utf8 ? { ...request, texts: unpackRows(packed) } : { ...request, ascii: { text: packed.text, ends: packed.ends } }
   }
 
   /** Ends the workers (a task still running is cancelled; its request fails with 503). Safe to call twice. */

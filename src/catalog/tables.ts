@@ -14,6 +14,7 @@ import {
   storedRows,
   slice,
   strList,
+  textAt,
   writeChunks,
   type Reader,
   type Rows,
@@ -81,7 +82,7 @@ export class TableStore implements TablesBackend {
    */
   async updateStored(project: string, base: string, updates: TableUpdateSpec[] | null, rows: Rows) {
     if (updates === null) return this.appendRows(project, base, rows)
-    return this.updateWith(project, base, updates, (_row, _where, i) => ({ digest: rows.digests[i]!, val_dump: rows.texts[i]! }))
+    return this.updateWith(project, base, updates, (_row, _where, i) => ({ digest: rows.digests[i]!, val_dump: textAt(rows, i) }))
   }
 
   private async appendRows(project: string, base: string, rows: Rows) {

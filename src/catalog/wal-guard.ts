@@ -34,9 +34,16 @@ async function sizeOf(file: string): Promise<number> {
   return (await fs.stat(file).catch(() => ({ size: 0 }))).size
 }
 
-async function hashRange(fh: fs.FileHandle, from: number, to: number): Promise<string> {
+/** Bytes read at a time when hashing a stretch of the log. */
+const READ_BYTES = 4 << 20
+
+async function hashRange(
+  fh: fs.FileHandle,
+  from: number,
+  to: number,
+  buf = Buffer.allocUnsafe(Math.min(READ_BYTES, Math.max(1, to - from))),
+): Promise<string> {
   const h = createHash('sha256')
-  const buf = Buffer.alloc(Math.min(1 << 20, Math.max(1, to - from)))
   for (let at = from; at < to;) {
     const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, to - at), at)
     if (bytesRead === 0) break
@@ -82,6 +89,11 @@ export async function checkCatalogWal(dbFile: string): Promise<void> {
 export class WalGuard {
   /** The log's size at the last record; -1 until the first one of this process. */
   private end = -1
+  /**
+   * Reused for every commit's stretch (a 10 MB table chunk's commit is ~10 MB of log): a fresh buffer each time
+   * cost first touches of its pages.
+   */
+  private readonly buf = Buffer.allocUnsafe(READ_BYTES)
 
   private constructor(
     private readonly wal: string,
@@ -101,11 +113,11 @@ export class WalGuard {
     const fh = await fs.open(this.wal, 'r').catch(() => null)
     if (this.end < 0 || size < this.end) {
       // First commit of this process (DuckDB may have cut a torn tail) or a checkpoint emptied the log: start over.
-      const line = size > 0 && fh ? `0 ${size} ${await hashRange(fh, 0, size)}\n` : ''
+      const line = size > 0 && fh ? `0 ${size} ${await hashRange(fh, 0, size, this.buf)}\n` : ''
       await fh?.close()
       await this.rewrite(line)
     } else {
-      const line = `${this.end} ${size} ${await hashRange(fh!, this.end, size)}\n`
+      const line = `${this.end} ${size} ${await hashRange(fh!, this.end, size, this.buf)}\n`
       await fh?.close()
       await this.fh.write(line)
       await this.fh.datasync()
