@@ -5,7 +5,8 @@
  * `digests` (every chunk its own table, four requests at a time, then `/table/create_from_digests`). Each table
  * digest is checked against the one computed from the generated rows. Prints MB/s (row JSON bytes over wall time)
  * per run and min / median / max, with the load average before and after, and the server's CPU per MB (all its
- * threads, and its main thread alone) and its RSS after each run (and peak); writes every run to
+ * threads, and its main thread alone), its event-loop delay (p99 and max, from its /admin/stats) and its RSS after
+ * each run (and peak); writes every run to
  * bench/results/tables-ingest-<stamp>.json.
  *
  *   npm run build && node dist/bench/tables-ingest.js [--rows 10000,100000] [--runs 2] [--upload update,digests] [--roots /a,/b]
@@ -17,7 +18,7 @@ import path from 'node:path'
 import { parseFlags } from '../src/core/config.js'
 import { ROOT_DIR } from '../src/core/version.js'
 import { spread, startWeft, type Spread } from './util.js'
-import { makeDataset, tableDigestOf, uploadDataset, type Uploader } from './tables-data.js'
+import { makeDataset, settle, tableDigestOf, uploadDataset, type Uploader } from './tables-data.js'
 import { serverPid, WeftClient } from './tables-weft.js'
 
 const { flags } = parseFlags(process.argv.slice(2))
@@ -105,6 +106,13 @@ async function side(root: string) {
     root,
     pid: serverPid(dataDir),
     uploader: uploaderOf(new WeftClient(server.url, KEY)),
+    /** The server's event-loop delay since the last call (its `/admin/stats`, reset each time), in ms. */
+    async loopDelay(): Promise<{ p99: number; max: number }> {
+      const r = await fetch(`${server.url}/admin/stats?reset=true`, { headers: { authorization: `Bearer ${KEY}` } })
+      const st = (await r.json()) as { event_loop_delay_ms: { p99: number; max: number } }
+      return st.event_loop_delay_ms
+    },
+    loopP99: [] as number[],
     rates: [] as number[],
     cpuPerMb: [] as number[],
     mainPerMb: [] as number[],
@@ -129,11 +137,13 @@ for (const n of sizes) {
         for (const x of r % 2 ? [...sides].reverse() : sides) {
           const d = makeDataset(n, 1024, nonce++)
           x.uploader.prepare?.(d, mode)
+          await settle()
           const before = load()
           const cpu0 = cpuSeconds(x.pid)
           const main0 = mainCpuSeconds(x.pid)
           const threads0 = threadCpu(x.pid)
           const faults0 = minorFaults(x.pid)
+          await x.loopDelay()
           const t0 = performance.now()
           const digest = await uploadDataset(x.uploader, d, mode)
           const s = (performance.now() - t0) / 1000
@@ -142,6 +152,8 @@ for (const n of sizes) {
           const main = mainCpuSeconds(x.pid) - main0
           const threads = threadDelta(threads0, threadCpu(x.pid))
           const faults = minorFaults(x.pid) - faults0
+          const loop = await x.loopDelay()
+          x.loopP99.push(loop.p99)
           const mem = rssMb(x.pid)
           x.peakRss = Math.max(x.peakRss, mem.peak)
           x.rates.push(d.bytes / 1e6 / s)
@@ -157,6 +169,7 @@ for (const n of sizes) {
             cpu_s: cpu,
             main_cpu_s: main,
             minor_faults: faults,
+            event_loop_delay_ms: loop,
             thread_cpu_s: threads,
             rss_mb: mem.rss,
             peak_rss_mb: mem.peak,
@@ -165,7 +178,7 @@ for (const n of sizes) {
           })
           const mbs = (d.bytes / 1e6 / s).toFixed(1)
           console.log(
-            `${x.root} ${n} rows ${mode} run ${r + 1}: ${(d.bytes / 1e6).toFixed(1)} MB in ${s.toFixed(2)} s = ${mbs} MB/s, server CPU ${cpu.toFixed(1)} s (main thread ${main.toFixed(1)} s), ${(faults / (d.bytes / 1e6)).toFixed(0)} page faults/MB, RSS ${mem.rss.toFixed(0)} MB (peak ${mem.peak.toFixed(0)}) (load ${before} → ${load()}); threads ${JSON.stringify(threads)}`,
+            `${x.root} ${n} rows ${mode} run ${r + 1}: ${(d.bytes / 1e6).toFixed(1)} MB in ${s.toFixed(2)} s = ${mbs} MB/s, server CPU ${cpu.toFixed(1)} s (main thread ${main.toFixed(1)} s), ${(faults / (d.bytes / 1e6)).toFixed(0)} page faults/MB, event loop p99 / max ${loop.p99.toFixed(0)} / ${loop.max.toFixed(0)} ms, RSS ${mem.rss.toFixed(0)} MB (peak ${mem.peak.toFixed(0)}) (load ${before} → ${load()}); threads ${JSON.stringify(threads)}`,
           )
         }
       }
@@ -173,10 +186,10 @@ for (const n of sizes) {
       await Promise.all(sides.map((x) => x.stop()))
     }
     for (const x of sides) {
-      const [sp, c, m] = [spread(x.rates), spread(x.cpuPerMb), spread(x.mainPerMb)]
+      const [sp, c, m, l] = [spread(x.rates), spread(x.cpuPerMb), spread(x.mainPerMb), spread(x.loopP99)]
       const f = (v: Spread) => `${v.min.toFixed(1)} / ${v.median.toFixed(1)} / ${v.max.toFixed(1)}`
       console.log(
-        `${x.root} ${n} rows ${mode}: MB/s min / median / max ${f(sp)}; server CPU ms per MB ${f(c)}, main thread ${f(m)}; peak RSS ${x.peakRss.toFixed(0)} MB`,
+        `${x.root} ${n} rows ${mode}: MB/s min / median / max ${f(sp)}; server CPU ms per MB ${f(c)}, main thread ${f(m)}; event loop p99 ms ${f(l)}; peak RSS ${x.peakRss.toFixed(0)} MB`,
       )
     }
   }

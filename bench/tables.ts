@@ -36,6 +36,7 @@ import {
   prng,
   PROJECT,
   tableDigestOf,
+  settle,
   uploadDataset,
   type Dataset,
   type Uploader,
@@ -144,6 +145,7 @@ async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Inges
     const side = sides[s]!
     try {
       side.prepare?.(d, upload)
+      await settle()
       const t0 = performance.now()
       const digest = await uploadDataset(side, d, upload)
       const s_ = ms(t0) / 1000

@@ -181,6 +181,57 @@ t.test('a damaged catalog log (catalog.duckdb.wal): the start refuses naming it;
   }
 })
 
+t.test('a large table write goes into catalog.duckdb at once; damage to its blocks: the start refuses', async (t) => {
+  // 3,000 rows fill row groups of 2,048 (src/catalog/db.ts): DuckDB writes them into the file and its log only names
+  // their blocks, so those blocks hold acknowledged writes before any checkpoint. A server killed right after.
+  const dir = tempDir('weft-damaged-rows-')
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const s = await startServer({ dataDir: dir, key: KEY, env: FAST_FLUSH })
+  const file = path.join(dir, 'catalog.duckdb')
+  const before = (await stat(file)).size
+  const rows = Array.from({ length: 3000 }, (_, i) => ({ i, text: `row ${i} `.repeat(20) }))
+  const r = await fetch(s.url + '/table/create', {
+    method: 'POST',
+    headers: { ...s.basic(), 'content-type': 'application/json' },
+    body: JSON.stringify({ table: { project_id: 'damaged/rows', rows } }),
+  })
+  t.equal(r.status, 200, 'the table is acknowledged')
+  const { digest } = (await r.json()) as { digest: string }
+  s.proc.kill('SIGKILL')
+  await s.exited()
+  const after = (await stat(file)).size
+  const wal = (await stat(file + '.wal').catch(() => ({ size: 0 }))).size
+  const bytes = rows.reduce((n, row) => n + JSON.stringify(row).length, 0)
+  t.ok(after > before, `the rows went into the file (${before} -> ${after} bytes)`)
+  t.ok(wal < bytes / 2, `the log holds less than half the rows' bytes (${wal} of ${bytes})`)
+  const intact = tempDir('weft-damaged-rows-intact-')
+  t.teardown(() => rm(intact, { recursive: true, force: true }))
+  await cp(dir, intact, { recursive: true })
+  const back = await tryStart(intact)
+  if (typeof back === 'string') t.fail(`the intact catalog must open: ${back}`)
+  else {
+    const q = await fetch(back.url + '/table/query', {
+      method: 'POST',
+      headers: { ...back.basic(), 'content-type': 'application/json' },
+      body: JSON.stringify({ project_id: 'damaged/rows', digest, offset: 2999, limit: 5 }),
+    })
+    const page = (await q.json()) as { rows: { val: unknown }[] }
+    t.same(
+      page.rows.map((x) => x.val),
+      [rows[2999]],
+      'after the kill, the last row is there',
+    )
+    await back.stop()
+  }
+  for (const at of [before + Math.floor((after - before) / 3), before + Math.floor(((after - before) * 2) / 3)]) {
+    const d = tempDir('weft-damaged-rows-copy-')
+    t.teardown(() => rm(d, { recursive: true, force: true }))
+    await cp(dir, d, { recursive: true })
+    await flip(path.join(d, 'catalog.duckdb'), at)
+    await t.test(`byte ${at} of ${after}`, (t) => refuses(t, d, /catalog\.duckdb|Corrupt database file/))
+  }
+})
+
 t.test('a manifest cut short: the start refuses, naming it', async (t) => {
   const dir = await copy(t)
   const file = path.join(dir, 'calls', 'manifest.json')

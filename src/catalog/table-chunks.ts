@@ -206,6 +206,11 @@ export async function rowsBySeq(q: Reader, project: string, seqs: number[]): Pro
   return new Map(rows.map((r) => [Number(r.seq), { digest: r.digest, val_dump: r.val_dump }]))
 }
 
+/** Where a large append's rows wait, in memory, for the INSERT that writes them (insertRows). */
+const STAGE = 'temp.table_rows_stage'
+/** Rows from which an append is staged: DuckDB's row group in the catalog file (db.ts). */
+const STAGE_ROWS = 2048
+
 /** Row digests are 43 characters of [A-Za-z0-9] (digest.ts): such lists travel as one comma-joined string. */
 const DIGEST = /^[A-Za-z0-9]+$/
 /** A comma-joined list bound at $n, split by DuckDB: far cheaper than parsing a JSON list of the same strings. */
@@ -253,8 +258,13 @@ export async function insertRows(tx: Tx, project: string, rows: Rows, index: Row
   if (fresh.length === 0) return seqs
   const newSeqs = await drawSeqs(tx, fresh.length)
   const at = fresh.map((i) => unique.get(digests[i]!)!)
+  // Enough rows for DuckDB to write them straight into the file (db.ts ROW_GROUP_SIZE) compress and write there as
+  // they are appended; the appender runs on the event loop, so they go to an in-memory stage first and on with one
+  // INSERT, which DuckDB runs on its own threads.
+  const staged = fresh.length >= STAGE_ROWS
+  if (staged) await tx.run(`CREATE TEMP TABLE ${STAGE} (project_id VARCHAR, digest VARCHAR, val_dump VARCHAR, seq BIGINT)`)
   await tx.append(
-    'table_rows',
+    staged ? STAGE : 'table_rows',
     [VARCHAR, VARCHAR, VARCHAR, BIGINT],
     [
       constantText(project, fresh.length),
@@ -263,6 +273,11 @@ export async function insertRows(tx: Tx, project: string, rows: Rows, index: Row
       bigints(newSeqs),
     ],
   )
+  if (staged) {
+    await tx.run(`INSERT INTO table_rows SELECT * FROM ${STAGE}`)
+    // Dropped, not emptied: an in-memory table frees deleted rows only at a checkpoint.
+    await tx.run(`DROP TABLE ${STAGE}`)
+  }
   fresh.forEach((i, k) => {
     seqs.set(digests[i]!, Number(newSeqs[k]))
     index?.add(keys[i]!, Number(newSeqs[k]))
