@@ -1,5 +1,5 @@
 import { BIGINT, LIST, listValue, VARCHAR, type DuckDBValue } from '@duckdb/node-api'
-import type { Tx } from './db.js'
+import { ROW_GROUP_SIZE, type Tx } from './db.js'
 import { asciiTexts, bigints, constantText } from './append-columns.js'
 import { tableDigest } from './digest.js'
 import { keysOf, storedSeqs, type RowIndex } from './table-row-index.js'
@@ -208,8 +208,6 @@ export async function rowsBySeq(q: Reader, project: string, seqs: number[]): Pro
 
 /** Where a large append's rows wait, in memory, for the INSERT that writes them (insertRows). */
 const STAGE = 'temp.table_rows_stage'
-/** Rows from which an append is staged: DuckDB's row group in the catalog file (db.ts). */
-const STAGE_ROWS = 2048
 
 /** Row digests are 43 characters of [A-Za-z0-9] (digest.ts): such lists travel as one comma-joined string. */
 const DIGEST = /^[A-Za-z0-9]+$/
@@ -258,10 +256,10 @@ export async function insertRows(tx: Tx, project: string, rows: Rows, index: Row
   if (fresh.length === 0) return seqs
   const newSeqs = await drawSeqs(tx, fresh.length)
   const at = fresh.map((i) => unique.get(digests[i]!)!)
-  // Enough rows for DuckDB to write them straight into the file (db.ts ROW_GROUP_SIZE) compress and write there as
-  // they are appended; the appender runs on the event loop, so they go to an in-memory stage first and on with one
-  // INSERT, which DuckDB runs on its own threads.
-  const staged = fresh.length >= STAGE_ROWS
+  // Rows enough to fill a row group of the catalog file (db.ts ROW_GROUP_SIZE) are compressed and written to the
+  // file as they are appended. The appender runs on the event loop, so such rows go to an in-memory stage first and
+  // on with one INSERT, which DuckDB runs on its own threads.
+  const staged = fresh.length >= ROW_GROUP_SIZE
   if (staged) await tx.run(`CREATE TEMP TABLE ${STAGE} (project_id VARCHAR, digest VARCHAR, val_dump VARCHAR, seq BIGINT)`)
   await tx.append(
     staged ? STAGE : 'table_rows',
