@@ -90,8 +90,6 @@ async function serve(flags: Record<string, string>): Promise<void> {
   models.catch(() => {})
   const { startServer } = await import('./server.js')
   const server = await startServer(config, log, { models })
-  if (server.createdAdminKey) process.stdout.write(firstKeyMessage(server.createdAdminKey, server.adminKeyFile))
-  process.stdout.write(`weft ${VERSION} listening on ${server.url} (data in ${config.dataDir})\n`)
   let stopping = false
   const stop = (signal: string) => {
     if (stopping) {
@@ -108,8 +106,12 @@ async function serve(flags: Record<string, string>): Promise<void> {
       },
     )
   }
+  // The handlers go in before the line that says the server listens: stdout to a pipe is written synchronously on
+  // Linux, so a supervisor that signals on reading it could otherwise find the default action (exit by the signal).
   process.on('SIGINT', () => stop('SIGINT'))
   process.on('SIGTERM', () => stop('SIGTERM'))
+  if (server.createdAdminKey) process.stdout.write(firstKeyMessage(server.createdAdminKey, server.adminKeyFile))
+  process.stdout.write(`weft ${VERSION} listening on ${server.url} (data in ${config.dataDir})\n`)
 }
 
 function printKeys(keys: ReturnType<typeof keyInfoJson>[]): void {
