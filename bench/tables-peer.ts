@@ -236,6 +236,20 @@ export class ClickHousePeer {
     })
   }
 
+  /**
+   * Waits (at most `timeoutMs`) until ClickHouse has no merge running, and says how long that took: its merges after
+   * an ingest run on background threads, and the reads timed after it would otherwise share the two cores with them.
+   */
+  async settleMerges(timeoutMs: number): Promise<{ waited_ms: number; merges_left: number }> {
+    const t0 = performance.now()
+    for (;;) {
+      const left = Number(this.rows('SELECT count() FROM system.merges', {})[0]?.[0] ?? 0)
+      const waited = performance.now() - t0
+      if (left === 0 || waited > timeoutMs) return { waited_ms: Math.round(waited), merges_left: left }
+      await new Promise((r) => setTimeout(r, 500))
+    }
+  }
+
   cleanup(): void {
     this.s.cleanup?.()
   }

@@ -3,7 +3,7 @@
  * SDKs do, against weft over HTTP and, in the same run, ClickHouse (chdb) with Weave's `tables` /
  * `table_rows` / `object_versions` schema doing Weave's server's work for the same requests.
  *
- *   npm run build && node dist/bench/tables.js [--rows 10000,1000000] [--runs 3] [--row-bytes 1024]
+ *   npm run build && node dist/bench/tables.js [--rows 10000,1000000] [--runs 3] [--reads 20] [--row-bytes 1024]
  *     [--objects 10000] [--versions 10] [--refs 1000] [--upload update|digests]
  *   (ClickHouse: npm --prefix bench/peer-deps install; skipped when absent)
  *
@@ -47,6 +47,9 @@ import { diskBytes, preloadObjects, rssMb, serverPid, WeftClient } from './table
 const { flags } = parseFlags(process.argv.slice(2))
 const sizes = (flags.rows ?? '10000,1000000').split(',').map(Number)
 const runs = Number(flags.runs ?? 3)
+/** Timed requests per read and side; a side whose warm-up took longer than SLOW_MS gets `runs` of them instead. */
+const reads = Number(flags.reads ?? 20)
+const SLOW_MS = 2000
 const rowBytes = Number(flags['row-bytes'] ?? 1024)
 const nObjects = Number(flags.objects ?? 10000)
 const nVersions = Number(flags.versions ?? 10)
@@ -165,17 +168,22 @@ async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Inges
 
 type Case = Partial<Record<Side, () => Promise<unknown> | unknown>> & { want: unknown; normalise?: (x: unknown) => unknown }
 
-/** Warm each side once (its answer checked), then `runs` timed requests alternating between the sides. */
+/** Warm each side once (its answer checked), then `reads` timed requests alternating between the sides. */
 async function timeCase(name: string, c: Case): Promise<Record<string, Spread>> {
   const sides = (['weft', 'clickhouse'] as Side[]).filter((s) => c[s])
   const times: Record<string, number[]> = {}
+  const count: Record<string, number> = {}
   for (const s of sides) {
+    const t0 = performance.now()
     const got = await c[s]!()
+    // The peer's sorted page and ref batch take ~20 s each at 1M rows: 20 of them would add minutes and say nothing more.
+    count[s] = ms(t0) > SLOW_MS ? Math.min(runs, reads) : reads
     check(`${name} (${s})`, c.normalise ? c.normalise(got) : got, c.want)
     times[s] = []
   }
-  for (let r = 0; r < runs; r++)
+  for (let r = 0; r < Math.max(...Object.values(count)); r++)
     for (const s of sides) {
+      if (r >= count[s]!) continue
       const t0 = performance.now()
       await c[s]!()
       times[s]!.push(round(ms(t0)))
@@ -244,6 +252,10 @@ async function benchSize(n: number, chdb: ReturnType<typeof loadChdb>) {
     const refIdx = Array.from({ length: nRefs }, () => Math.floor(rand() * n))
     const refs = refIdx.map((i) => `weave:///${PROJECT}/object/bench_dataset:${dsDigest}/attr/rows/id/${d.digests[i]}`)
     const mid = Math.floor(n / 2)
+    if (peer) {
+      result.peer_merges_before_reads = await peer.settleMerges(300_000)
+      process.stdout.write(`  peer merges before the reads: ${JSON.stringify(result.peer_merges_before_reads)}\n`)
+    }
     const cases: Record<string, Case> = {
       page_by_position: {
         weft: () => weft.page(table, mid, PAGE),
@@ -312,7 +324,7 @@ async function main(): Promise<void> {
   if (!chdb) process.stdout.write('chdb not installed (npm --prefix bench/peer-deps install): ClickHouse peer skipped\n')
   const results: Record<string, unknown> = {}
   for (const n of sizes) {
-    process.stdout.write(`${n} rows (~${rowBytes} B each), ${runs} runs, upload ${upload}\n`)
+    process.stdout.write(`${n} rows (~${rowBytes} B each), ${runs} runs, ${reads} reads, upload ${upload}\n`)
     results[String(n)] = await benchSize(n, chdb)
   }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
@@ -321,6 +333,8 @@ async function main(): Promise<void> {
   const base = path.join(outDir, `tables-${stamp}`)
   const setup = {
     runs,
+    reads,
+    reads_when_slow: Math.min(runs, reads),
     row_bytes: rowBytes,
     objects: nObjects,
     versions: nVersions,
