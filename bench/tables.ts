@@ -134,10 +134,11 @@ interface SideRun {
   ingest_s: number
   mb_s: number
   first_page_ms: number
+  peer_merges_waited_ms?: number
 }
 
 /** One run: a fresh dataset saved to both sides (order alternating), then each side's first page, cold. */
-async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Ingester>>) {
+async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Ingester>>, peer: ClickHousePeer | null) {
   const d = makeDataset(n, rowBytes, n + r + 1)
   const want = tableDigestOf(d.digests)
   const firstPage = expectedPage(d, 0, PAGE)
@@ -148,6 +149,9 @@ async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Inges
     const side = sides[s]!
     try {
       side.prepare?.(d, upload)
+      // Either side's ingest waits for ClickHouse's merges of the last one (its table lists grow with the square of
+      // the table, ~15 GB at 3M rows), which would otherwise run on the same two cores.
+      const merges = peer ? await peer.settleMerges(300_000) : null
       await settle()
       const t0 = performance.now()
       const digest = await uploadDataset(side, d, upload)
@@ -157,7 +161,7 @@ async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Inges
       const page = await side.page(digest, 0, PAGE)
       const first = ms(t1)
       check(`${s} first page`, page, firstPage)
-      out[s] = { ingest_s: round(s_, 3), mb_s: round(d.bytes / 1e6 / s_), first_page_ms: round(first) }
+      out[s] = { ingest_s: round(s_, 3), mb_s: round(d.bytes / 1e6 / s_), first_page_ms: round(first), peer_merges_waited_ms: merges?.waited_ms }
     } catch (e) {
       out[s] = { error: (e as Error).message.slice(0, 500) }
     }
@@ -251,7 +255,7 @@ async function benchSize(n: number, chdb: ReturnType<typeof loadChdb>) {
     const ingests = []
     let last: Awaited<ReturnType<typeof ingestRun>> | null = null
     for (let r = 0; r < runs; r++) {
-      last = await ingestRun(r, n, sides)
+      last = await ingestRun(r, n, sides, peer)
       ingests.push({ chunks: last.chunks, mb: last.mb, ...last.out })
     }
     result.ingest = { upload, runs: ingests, ...ingestSpread(ingests) }
