@@ -73,7 +73,7 @@ async function readChunks(q: Reader, project: string, digests: string[]): Promis
 }
 
 /** Index of the chunk holding position `pos` (0 ≤ pos < n). */
-function chunkAt(list: TableList, pos: number): number {
+export function chunkAt(list: TableList, pos: number): number {
   let lo = 0
   let hi = list.starts.length - 1
   while (lo < hi) {
@@ -86,10 +86,9 @@ function chunkAt(list: TableList, pos: number): number {
 
 /**
  * The entries at positions [from, to): only the chunks that hold them, and only those parts of them, are read.
- * With `digests` false only the seqs are read (`digests` comes back empty): a chunk's row digests are ~8x the
- * bytes of its seqs, and reading them was most of a page's time; the rows read by seq carry their digests.
+ * (A page reads only seqs, through table-read-cache.ts: a chunk's row digests are ~8x the bytes of its seqs.)
  */
-export async function slice(q: Reader, project: string, list: TableList, from: number, to: number, digests = true): Promise<Entries> {
+export async function slice(q: Reader, project: string, list: TableList, from: number, to: number): Promise<Entries> {
   const end = Math.min(to, list.n)
   if (from >= end) return { digests: [], seqs: [] }
   const first = chunkAt(list, from)
@@ -99,7 +98,7 @@ export async function slice(q: Reader, project: string, list: TableList, from: n
     // One point read per chunk (a page spans one or two), only its part: list_slice takes 1-based inclusive bounds.
     reads.push(
       q.all<{ d: string[]; s: bigint[] }>(
-        `SELECT ${digests ? 'list_slice(row_digests, $3, $4)' : '[]::VARCHAR[]'} AS d, list_slice(row_seqs, $3, $4) AS s FROM table_chunks WHERE project_id = $1 AND digest = $2`,
+        'SELECT list_slice(row_digests, $3, $4) AS d, list_slice(row_seqs, $3, $4) AS s FROM table_chunks WHERE project_id = $1 AND digest = $2',
         [project, list.chunks[k]!, Math.max(from - list.starts[k]!, 0) + 1, end - list.starts[k]!],
       ),
     )

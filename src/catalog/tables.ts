@@ -12,7 +12,6 @@ import {
   rowsBySeq,
   seqsOf,
   storedRows,
-  slice,
   strList,
   textAt,
   writeChunks,
@@ -22,6 +21,7 @@ import {
   type TableList,
 } from './table-chunks.js'
 import { ENTRIES, sortedSelect, SortOrderCache } from './table-order.js'
+import { TableReadCache } from './table-read-cache.js'
 import { DomainError } from '../core/errors.js'
 import type { TablesBackend } from './backends.js'
 import { applyUpdates, checkCount, checkExpected, MAX_REQUEST_ROWS, MAX_TABLE_ROWS, toRow, toStored, type RowOf } from './table-rules.js'
@@ -47,6 +47,7 @@ const HASH_STATES = 64
 export class TableStore implements TablesBackend {
   private readonly hashes = new Map<string, Hash>()
   private readonly orders = new SortOrderCache()
+  private readonly reads = new TableReadCache()
 
   constructor(private readonly catalog: Catalog) {}
 
@@ -185,7 +186,7 @@ export class TableStore implements TablesBackend {
 
   /** The table's rows, filtered, sorted and paged; an unknown table has none. */
   async query(project: string, q: Omit<TableQueryReq, 'project_id'>): Promise<TableRow[]> {
-    const list = await readList(this.catalog, project, q.digest)
+    const list = await this.reads.list(this.catalog, project, q.digest)
     if (!list) return []
     if (q.filter?.row_digests) return this.filtered(project, q)
     const from = q.offset ?? 0
@@ -200,9 +201,9 @@ export class TableStore implements TablesBackend {
         return toRow(r.digest, r.val_dump, p)
       })
     }
-    const e = await slice(this.catalog, project, list, from, to, false)
-    const rows = await rowsBySeq(this.catalog, project, e.seqs)
-    return e.seqs.map((seq, k) => {
+    const seqs = await this.reads.seqsAt(this.catalog, project, list, from, Math.min(to, list.n))
+    const rows = await rowsBySeq(this.catalog, project, seqs)
+    return seqs.map((seq, k) => {
       const r = rows.get(seq)!
       return toRow(r.digest, r.val_dump, from + k)
     })
@@ -210,7 +211,7 @@ export class TableStore implements TablesBackend {
 
   /** Rows at the given positions of a table (missing positions left out); null if there is no such table. */
   async rowsAt(project: string, digest: string, positions: number[]): Promise<Map<number, unknown> | null> {
-    const list = await readList(this.catalog, project, digest)
+    const list = await this.reads.list(this.catalog, project, digest)
     if (!list) return null
     const inside = [...new Set(positions)].filter((p) => p < list.n)
     const e = await entriesAt(this.catalog, project, list, inside)
@@ -225,7 +226,7 @@ export class TableStore implements TablesBackend {
    * more at 100k rows.
    */
   async rowsById(project: string, digest: string, ids: string[]): Promise<Map<string, unknown> | null> {
-    const list = await readList(this.catalog, project, digest)
+    const list = await this.reads.list(this.catalog, project, digest)
     if (!list) return null
     const seqs = await seqsOf(this.catalog, project, [...new Set(ids)])
     if (seqs.size === 0) return new Map()
@@ -259,7 +260,7 @@ export class TableStore implements TablesBackend {
   async stats(project: string, digests: string[], withSize: boolean): Promise<TableStatsRow[]> {
     const out: TableStatsRow[] = []
     for (const d of digests) {
-      const list = await readList(this.catalog, project, d)
+      const list = await this.reads.list(this.catalog, project, d)
       if (!list) continue
       if (!withSize) {
         out.push({ digest: d, count: list.n })
