@@ -161,7 +161,12 @@ async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Inges
       const page = await side.page(digest, 0, PAGE)
       const first = ms(t1)
       check(`${s} first page`, page, firstPage)
-      out[s] = { ingest_s: round(s_, 3), mb_s: round(d.bytes / 1e6 / s_), first_page_ms: round(first), peer_merges_waited_ms: merges?.waited_ms }
+      out[s] = {
+        ingest_s: round(s_, 3),
+        mb_s: round(d.bytes / 1e6 / s_),
+        first_page_ms: round(first),
+        peer_merges_waited_ms: merges?.waited_ms,
+      }
     } catch (e) {
       out[s] = { error: (e as Error).message.slice(0, 500) }
     }

@@ -122,6 +122,10 @@ const REVIEWED: Record<string, Reviewed> = {
     names: ['splitList', 'strList', 'unique'],
     why: 'strList/splitList: from_json($n) placeholders; unique: an IN list of $n placeholders',
   },
+  'src/catalog/table-read-cache.ts': {
+    names: ['strList'],
+    why: "strList: table-chunks.ts's from_json($n) placeholder",
+  },
   'src/catalog/table-row-index.ts': {
     names: ['KEY_SQL', 'unique'],
     why: "KEY_SQL: the file's hash expression over a column name it names itself ('x', 'digest'); unique: an IN list of $n placeholders",

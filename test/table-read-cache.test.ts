@@ -104,3 +104,21 @@ t.test('the cache keeps at most its bounds of lists and chunks, and answers the 
       t.ok(held.seqChunks <= 2, `at most two chunks kept (${held.seqChunks})`)
     }
 })
+
+t.test('a long read answers from one statement and does not push out the pages it passes', async (t) => {
+  const catalog = await open(t)
+  const store = new TableStore(catalog)
+  const n = 4 * CHUNK_ROWS + 100
+  const { digest } = await store.create(
+    P,
+    Array.from({ length: n }, (_, i) => rowAt(i)),
+  )
+  const cache = new TableReadCache()
+  const list = (await cache.list(catalog, P, digest))!
+  t.equal(list.chunks.length, 5)
+  await cache.seqsAt(catalog, P, list, 10, 110)
+  t.equal(cache.held().seqChunks, 1, 'a page keeps its chunk')
+  const all = await cache.seqsAt(catalog, P, list, 0, n)
+  t.same(all, (await slice(catalog, P, list, 0, n)).seqs, 'the whole table, as the catalog lists it')
+  t.equal(cache.held().seqChunks, 1, 'the whole table kept none of its five chunks')
+})

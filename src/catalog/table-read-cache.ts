@@ -1,9 +1,11 @@
-import { chunkAt, CHUNK_ROWS, readList, type Reader, type TableList } from './table-chunks.js'
+import { chunkAt, readList, strList, type Reader, type TableList } from './table-chunks.js'
 
 /** Table lists kept, counted by their chunks (a 1M-row table has ~123; a chunk's entry is ~60 bytes here). */
 const MAX_LIST_CHUNKS = 200_000
 /** Chunks whose row seqs are kept (8,192 seqs, 64 KB each): 8 MB. */
 const MAX_SEQ_CHUNKS = 128
+/** A read spanning more chunks than this is not a page: its chunks are not kept. */
+const PAGE_CHUNKS = 4
 
 /**
  * Table lists and chunks' row seqs as committed, kept by digest for the reads of pages. Both are named by the
@@ -32,7 +34,7 @@ export class TableReadCache {
     const key = project + '\0' + digest
     const hit = this.lists.get(key)
     if (hit) {
-      // Kept in order of use: the first key of the map is the least recently used.
+      // Kept in order of use, as the seqs (keepSeqs).
       this.lists.delete(key)
       this.lists.set(key, hit)
       return hit
@@ -50,37 +52,50 @@ export class TableReadCache {
     return list
   }
 
-  /** The row seqs at positions [from, to) of a table (to ≤ list.n), from the chunks that hold them. */
+  /**
+   * The row seqs at positions [from, to) of a table (to ≤ list.n), from the chunks that hold them: the ones not
+   * kept are read in one statement. Only a page's few chunks are kept; a longer read (a whole dataset) would push
+   * out every page's chunks for chunks it reads once.
+   */
   async seqsAt(q: Reader, project: string, list: TableList, from: number, to: number): Promise<number[]> {
     const out: number[] = []
     if (from >= to) return out
-    for (let k = chunkAt(list, from); k < list.chunks.length && list.starts[k]! < to; k++) {
-      const s = await this.chunkSeqs(q, project, list.chunks[k]!)
+    const first = chunkAt(list, from)
+    const last = chunkAt(list, to - 1)
+    const key = (k: number) => project + '\0' + list.chunks[k]!
+    const missing = new Set<string>()
+    for (let k = first; k <= last; k++) if (!this.seqs.has(key(k))) missing.add(list.chunks[k]!)
+    const read = missing.size > 0 ? await readSeqs(q, project, [...missing]) : new Map<string, Float64Array>()
+    // Every chunk found before any is kept: keeping one may push out another this read still needs.
+    const found: Float64Array[] = []
+    for (let k = first; k <= last; k++) {
+      const s = this.seqs.get(key(k)) ?? read.get(list.chunks[k]!)
+      // A list names only chunks written in the same transaction as it, or before.
+      if (!s) throw new Error(`table chunk ${list.chunks[k]} of project ${project} is missing`)
+      found.push(s)
+    }
+    const keep = last - first < PAGE_CHUNKS
+    for (let k = first; k <= last; k++) {
+      const s = found[k - first]!
+      if (keep) this.keepSeqs(key(k), s)
       const start = list.starts[k]!
       for (let i = Math.max(from - start, 0); i < Math.min(to - start, s.length); i++) out.push(s[i]!)
     }
     return out
   }
 
-  private async chunkSeqs(q: Reader, project: string, chunk: string): Promise<Float64Array> {
-    const key = project + '\0' + chunk
-    const hit = this.seqs.get(key)
-    if (hit) {
-      this.seqs.delete(key)
-      this.seqs.set(key, hit)
-      return hit
-    }
-    const [r] = await q.all<{ s: bigint[] }>('SELECT row_seqs AS s FROM table_chunks WHERE project_id = $1 AND digest = $2', [
-      project,
-      chunk,
-    ])
-    // A list names only chunks written in the same transaction as it, or before.
-    if (!r) throw new Error(`table chunk ${chunk} of project ${project} is missing`)
-    const seqs = Float64Array.from(r.s, Number)
-    if (seqs.length <= CHUNK_ROWS) {
-      this.seqs.set(key, seqs)
-      if (this.seqs.size > this.maxSeqChunks) this.seqs.delete(this.seqs.keys().next().value!)
-    }
-    return seqs
+  /** Kept in order of use: the first key of the map is the least recently used. */
+  private keepSeqs(key: string, seqs: Float64Array): void {
+    this.seqs.delete(key)
+    this.seqs.set(key, seqs)
+    if (this.seqs.size > this.maxSeqChunks) this.seqs.delete(this.seqs.keys().next().value!)
   }
+}
+
+async function readSeqs(q: Reader, project: string, chunks: string[]): Promise<Map<string, Float64Array>> {
+  const rows = await q.all<{ digest: string; s: bigint[] }>(
+    `SELECT digest, row_seqs AS s FROM table_chunks WHERE project_id = $1 AND list_contains(${strList(2)}, digest)`,
+    [project, JSON.stringify(chunks)],
+  )
+  return new Map(rows.map((r) => [r.digest, Float64Array.from(r.s, Number)]))
 }
