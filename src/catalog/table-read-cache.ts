@@ -1,6 +1,6 @@
 import { chunkAt, readList, strList, type Reader, type TableList } from './table-chunks.js'
 
-/** Table lists kept, counted by their chunks (a 1M-row table has ~123; a chunk's entry is ~60 bytes here). */
+/** Table lists kept, counted by their chunks (a 1M-row table has ~123; a chunk costs ~100 bytes here: ~20 MB at most). */
 const MAX_LIST_CHUNKS = 200_000
 /** Chunks whose row seqs are kept (8,192 seqs, 64 KB each): 8 MB. */
 const MAX_SEQ_CHUNKS = 128
