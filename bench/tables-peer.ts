@@ -1,5 +1,5 @@
 /**
- * The ClickHouse peer of the tables bench: chdb (in the bench process) with Weave's `tables`,
+ * The ClickHouse peer of the tables bench: chdb (in a process of its own, tables-peer-process.ts) with Weave's `tables`,
  * `table_rows` and `object_versions` schema (ReplacingMergeTree, Weave's migrations), doing what
  * Weave's ClickHouse trace server does for the same requests: parse the rows, `json.dumps` and digest
  * each, insert them, and read pages, sorted pages, latest objects and row refs with Weave's SQL shapes.

@@ -14,7 +14,8 @@
  * Then, on the last run's table, alternating sides: a 100-row page by position (the middle of the
  * table), the first page sorted by a column, `/objs/query` latest_only (100 objects), and a
  * `/refs/read_batch` of 1000 dataset-row refs. Every answer is checked against the generated data and
- * between the sides. Writes bench/results/tables-<stamp>.json and .svg.
+ * between the sides. chdb runs in a child process (tables-peer-process.ts), so this process, the client timing both
+ * sides, holds neither server's heap or threads. Writes bench/results/tables-<stamp>.json and .svg.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -41,7 +42,7 @@ import {
   type Dataset,
   type Uploader,
 } from './tables-data.js'
-import { ClickHousePeer, loadChdb } from './tables-peer.js'
+import { chdbInstalled, startPeer, type RemotePeer } from './tables-peer-process.js'
 import { diskBytes, preloadObjects, rssMb, serverPid, WeftClient } from './tables-weft.js'
 
 const { flags } = parseFlags(process.argv.slice(2))
@@ -87,7 +88,7 @@ function objectRounds() {
 }
 
 /** 10k objects × 10 versions: into weft's catalog before it starts, into ClickHouse one insert per round. */
-async function loadObjects(dataDir: string, peer: ClickHousePeer | null) {
+async function loadObjects(dataDir: string, peer: RemotePeer | null) {
   const rounds = objectRounds()
   let t0 = performance.now()
   const weftDigests = await preloadObjects(dataDir, rounds)
@@ -138,7 +139,7 @@ interface SideRun {
 }
 
 /** One run: a fresh dataset saved to both sides (order alternating), then each side's first page, cold. */
-async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Ingester>>, peer: ClickHousePeer | null) {
+async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Ingester>>, peer: RemotePeer | null) {
   const d = makeDataset(n, rowBytes, n + r + 1)
   const want = tableDigestOf(d.digests)
   const firstPage = expectedPage(d, 0, PAGE)
@@ -221,10 +222,10 @@ async function timeAlone(name: string, f: () => Promise<unknown> | unknown): Pro
 }
 
 // house: long because it is the bench's one sequence per size (start, load, runs, reads, costs), clearer whole
-async function benchSize(n: number, chdb: ReturnType<typeof loadChdb>) {
+async function benchSize(n: number, chdb: boolean) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'weft-tables-'))
   const chDir = mkdtempSync(path.join(os.tmpdir(), 'weft-tables-chdb-'))
-  const peer = chdb ? new ClickHousePeer(new chdb.Session(chDir)) : null
+  const peer = chdb ? await startPeer(chDir) : null
   let peerOpen = peer !== null
   const objLoad = await loadObjects(dir, peer)
   const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, env: { WEFT_ACCESS_LOG: 'false' } })
@@ -277,6 +278,8 @@ async function benchSize(n: number, chdb: ReturnType<typeof loadChdb>) {
     const refs = refIdx.map((i) => `weave:///${PROJECT}/object/bench_dataset:${dsDigest}/attr/rows/id/${d.digests[i]}`)
     const mid = Math.floor(n / 2)
     if (peer) {
+      // What a call to the peer's process costs beyond the call itself (its reads are timed from here, like weft's).
+      result.peer_ipc_ms = roundSpread(spread(await peer.ipcMs(reads)))
       result.peer_merges_before_reads = await peer.settleMerges(300_000)
       process.stdout.write(`  peer merges before the reads: ${JSON.stringify(result.peer_merges_before_reads)}\n`)
     }
@@ -318,9 +321,8 @@ async function benchSize(n: number, chdb: ReturnType<typeof loadChdb>) {
     const rss = rssMb(pid)
     result.costs = { weft_peak_rss_mb: rss?.peak ?? null, weft_rss_mb: rss?.now ?? null }
     if (peer) {
-      // The same reads of weft again with the peer's session closed: chdb runs in this process, and beside it
-      // weft's reads measured ~1.5x their time without it (1M: objs/query 26 ms median beside it, 17.5 in a probe without).
-      peer.cleanup()
+      // The same reads of weft again with the peer's process gone: it shares the two cores (its merges, its threads).
+      await peer.close()
       peerOpen = false
       for (const [name, c] of Object.entries(cases)) {
         const r = result[name] as { ms?: Record<string, Spread>; weft_alone_ms?: Spread }
@@ -329,7 +331,7 @@ async function benchSize(n: number, chdb: ReturnType<typeof loadChdb>) {
     }
   } finally {
     await server.stop()
-    if (peerOpen) peer?.cleanup()
+    if (peerOpen) await peer?.close()
   }
   // After a clean stop the catalog is checkpointed: its file is what the data costs on disk.
   const costs = result.costs as Record<string, unknown>
@@ -354,7 +356,7 @@ function ingestSpread(ingests: Partial<Record<Side, SideRun | { error: string }>
 }
 
 async function main(): Promise<void> {
-  const chdb = loadChdb()
+  const chdb = chdbInstalled()
   if (!chdb) process.stdout.write('chdb not installed (npm --prefix bench/peer-deps install): ClickHouse peer skipped\n')
   const results: Record<string, unknown> = {}
   for (const n of sizes) {
@@ -376,7 +378,7 @@ async function main(): Promise<void> {
     upload,
     page_rows: PAGE,
     targets: TARGETS,
-    peer: "ClickHouse (chdb) with Weave's tables / table_rows / object_versions schema and query shapes",
+    peer: "ClickHouse (chdb, in a child process) with Weave's tables / table_rows / object_versions schema and query shapes",
   }
   const machine = { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version }
   writeFileSync(
