@@ -115,8 +115,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: 'feedback columns from a fixed set (payload / runnable_ref / trigger_ref); payload paths and types are bound',
   },
   'src/catalog/objects.ts': {
-    names: ['keys', 'marks', 'select', 'what', 'where'],
-    why: 'fixed column expressions and `$n` placeholder lists; sort keys from an allowlist of columns',
+    names: ['keys', 'marks', 'page', 'select', 'value', 'where'],
+    why: 'fixed column expressions and `$n` placeholder lists; sort keys from an allowlist of columns; page: the query built of those; value: one of two constants',
   },
   'src/catalog/table-chunks.ts': {
     names: ['splitList', 'strList', 'unique'],
