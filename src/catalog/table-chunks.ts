@@ -217,11 +217,17 @@ const splitList = (n: number) => `string_split($${n}, ',')`
 export async function seqsOf(q: Reader, project: string, digests: string[]): Promise<Map<string, number>> {
   const valid = digests.filter((d) => DIGEST.test(d))
   if (valid.length === 0) return new Map()
-  const rows = await q.all<{ digest: string; seq: bigint }>(
-    `SELECT digest, seq FROM table_rows WHERE project_id = $1 AND digest IN (SELECT unnest(${splitList(2)}))`,
+  // One row holding two lists, each found digest's place in `valid` (from 1) and its seq, not a row object per
+  // found digest: 100,000 digests (a table made from its rows' digests) cost the event loop ~190 ms as row objects.
+  const [r] = await q.all<{ i: bigint[] | null; s: bigint[] | null }>(
+    `SELECT list(w.i ORDER BY w.i, t.seq) AS i, list(t.seq ORDER BY w.i, t.seq) AS s
+       FROM (SELECT unnest(l) AS d, generate_subscripts(l, 1) AS i FROM (SELECT ${splitList(2)} AS l)) w
+       JOIN table_rows t ON t.project_id = $1 AND t.digest = w.d`,
     [project, valid.join(',')],
   )
-  return new Map(rows.map((r) => [r.digest, Number(r.seq)]))
+  const out = new Map<string, number>()
+  r?.i?.forEach((at, k) => out.set(valid[Number(at) - 1]!, Number(r.s![k])))
+  return out
 }
 
 /**
