@@ -17,6 +17,7 @@
  * between the sides. chdb runs in a child process (tables-peer-process.ts), so this process, the client timing both
  * sides, holds neither server's heap or threads. Writes bench/results/tables-<stamp>.json and .svg.
  */
+import { spawnSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -136,6 +137,7 @@ interface SideRun {
   mb_s: number
   first_page_ms: number
   peer_merges_waited_ms?: number
+  disk_sync_ms?: number
 }
 
 /** One run: a fresh dataset saved to both sides (order alternating), then each side's first page, cold. */
@@ -153,6 +155,11 @@ async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Inges
       // Either side's ingest waits for ClickHouse's merges of the last one (its table lists grow with the square of
       // the table, ~15 GB at 3M rows), which would otherwise run on the same two cores.
       const merges = peer ? await peer.settleMerges(300_000) : null
+      // And for the disk: the other side's dirty pages (chdb wrote ~15 GB over three 1M runs) written back now, not
+      // during this side's fsyncs.
+      const t_sync = performance.now()
+      spawnSync('sync')
+      const synced_ms = round(ms(t_sync))
       await settle()
       const t0 = performance.now()
       const digest = await uploadDataset(side, d, upload)
@@ -167,6 +174,7 @@ async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Inges
         mb_s: round(d.bytes / 1e6 / s_),
         first_page_ms: round(first),
         peer_merges_waited_ms: merges?.waited_ms,
+        disk_sync_ms: synced_ms,
       }
     } catch (e) {
       out[s] = { error: (e as Error).message.slice(0, 500) }
@@ -281,6 +289,9 @@ async function benchSize(n: number, chdb: boolean) {
       // What a call to the peer's process costs beyond the call itself (its reads are timed from here, like weft's).
       result.peer_ipc_ms = roundSpread(spread(await peer.ipcMs(reads)))
       result.peer_merges_before_reads = await peer.settleMerges(300_000)
+      const t_sync = performance.now()
+      spawnSync('sync')
+      result.disk_sync_before_reads_ms = round(ms(t_sync))
       process.stdout.write(`  peer merges before the reads: ${JSON.stringify(result.peer_merges_before_reads)}\n`)
     }
     const cases: Record<string, Case> = {

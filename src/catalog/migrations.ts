@@ -238,12 +238,12 @@ export const MIGRATIONS: Migration[] = [
     version: 11,
     name: 'table_rows_compression',
     statements: [
-      // Each text column's compression chosen once instead of by DuckDB's analysis of every row group: FSST for the
-      // rows' JSON (a row's text repeats little within a row group, so dictionary never wins, and DuckDB's analysis
-      // stored even incompressible rows larger uncompressed: 50.3 MB against 45.6 for 47.7 MB of base64, 45.6
-      // against 38.5 for CJK text) and none for the digests (43 random characters each). 10,000 bench rows of ~1 KB
-      // then insert in 59-71 ms against 72-95, into a file 7 % smaller (bench/README.md, 2026-12-06). Copied as in
-      // version 9, seqs and their order kept.
+      // Each text column's compression named once instead of chosen by DuckDB's analysis of every row group: FSST
+      // for the rows' JSON (a row's text rarely repeats within a row group, so a dictionary does not pay, and the
+      // analysis stored segments uncompressed that FSST shrinks: 47.7 MB of base64 rows took 50.3 MB against 45.6,
+      // CJK text 45.6 against 38.5) and none for the digests (43 random characters each). 10,000 bench rows of ~1 KB
+      // then insert in 59-71 ms against 72-95 (bench/README.md, 2026-12-06). Copied as in version 9, seqs and their
+      // order kept.
       `CREATE TABLE table_rows_v11 (
         project_id VARCHAR NOT NULL,
         digest VARCHAR NOT NULL USING COMPRESSION uncompressed,
