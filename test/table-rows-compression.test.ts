@@ -28,7 +28,7 @@ t.test('rows stored before migration 11 are all there after it, seqs kept, in th
 
   const catalog = await Catalog.open(dir)
   try {
-    t.equal(await catalog.schemaVersion(), 11)
+    t.ok((await catalog.schemaVersion()) >= 11, 'migrated past 11')
     const after = await catalog.all<{ digest: string; val_dump: string }>(
       'SELECT project_id, digest, val_dump, seq FROM table_rows ORDER BY seq',
     )

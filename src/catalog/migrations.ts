@@ -255,4 +255,24 @@ export const MIGRATIONS: Migration[] = [
       `ALTER TABLE table_rows_v11 RENAME TO table_rows`,
     ],
   },
+  {
+    version: 12,
+    name: 'table_chunks_as_text',
+    statements: [
+      // A chunk's row digests and seqs as comma-joined text instead of lists: DuckDB (1.5) logged, at each commit
+      // that appended a chunk row, the lists of every chunk row before it again, so the log grew by ~0.5 MB more per
+      // 10,000-row dataset chunk (16 MB a commit at 300k rows, a 256 MB checkpoint every few commits at 1M); with
+      // text the log takes the new rows only (table-chunks.ts). Copied as in version 10, order kept.
+      `CREATE TABLE table_chunks_v12 (
+        project_id VARCHAR NOT NULL,
+        digest VARCHAR NOT NULL,
+        row_digests VARCHAR NOT NULL,
+        row_seqs VARCHAR NOT NULL
+      )`,
+      `INSERT INTO table_chunks_v12
+        SELECT project_id, digest, array_to_string(row_digests, ','), array_to_string(row_seqs, ',') FROM table_chunks ORDER BY rowid`,
+      `DROP TABLE table_chunks`,
+      `ALTER TABLE table_chunks_v12 RENAME TO table_chunks`,
+    ],
+  },
 ]

@@ -10,7 +10,8 @@ export const MAX_CACHED_POSITIONS = 4_000_000
  * (project) and $2 (table digest).
  */
 export const ENTRIES = `(SELECT cs + j - 1 AS i, d, s FROM (
-    SELECT c.cs, unnest(k.row_digests) AS d, unnest(k.row_seqs) AS s, generate_subscripts(k.row_digests, 1) AS j
+    SELECT c.cs, unnest(string_split(k.row_digests, ',')) AS d, unnest(string_split(k.row_seqs, ',')::BIGINT[]) AS s,
+      generate_subscripts(string_split(k.row_seqs, ','), 1) AS j
     FROM (SELECT unnest(chunk_digests) AS cd, unnest(chunk_starts) AS cs FROM table_lists WHERE project_id = $1 AND digest = $2) c
     JOIN table_chunks k ON k.project_id = $1 AND k.digest = c.cd))`
 

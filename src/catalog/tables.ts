@@ -231,7 +231,7 @@ export class TableStore implements TablesBackend {
     const seqs = await seqsOf(this.catalog, project, [...new Set(ids)])
     if (seqs.size === 0) return new Map()
     const listed = await this.catalog.all<{ s: bigint }>(
-      `SELECT DISTINCT s FROM (SELECT unnest(row_seqs) AS s FROM table_chunks WHERE project_id = $1 AND list_contains(${strList(2)}, digest))
+      `SELECT DISTINCT s FROM (SELECT unnest(string_split(row_seqs, ',')::BIGINT[]) AS s FROM table_chunks WHERE project_id = $1 AND list_contains(${strList(2)}, digest))
         WHERE s IN (SELECT unnest(from_json($3::JSON, '["BIGINT"]')))`,
       [project, JSON.stringify(list.chunks), JSON.stringify([...seqs.values()])],
     )
@@ -268,7 +268,7 @@ export class TableStore implements TablesBackend {
       }
       const [r] = await this.catalog.all<{ size: bigint }>(
         `SELECT coalesce(sum(strlen(val_dump)), 0) AS size FROM table_rows WHERE project_id = $1 AND seq IN
-          (SELECT unnest(row_seqs) FROM table_chunks WHERE project_id = $1 AND list_contains(${strList(2)}, digest))`,
+          (SELECT unnest(string_split(row_seqs, ',')::BIGINT[]) FROM table_chunks WHERE project_id = $1 AND list_contains(${strList(2)}, digest))`,
         [project, JSON.stringify(list.chunks)],
       )
       out.push({ digest: d, count: list.n, storage_size_bytes: Number(r?.size ?? 0) })
