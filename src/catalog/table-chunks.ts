@@ -95,8 +95,8 @@ export function chunkAt(list: TableList, pos: number): number {
 }
 
 /**
- * The entries at positions [from, to): only the chunks that hold them, and only those parts of them, are read.
- * (A page reads only seqs, through table-read-cache.ts: a chunk's row digests are ~8x the bytes of its seqs.)
+ * The entries at positions [from, to): only the chunks that hold them are read, each whole (their texts cut here).
+ * (A page reads only seqs, through table-read-cache.ts: a chunk's row digests are ~6x the bytes of its seqs.)
  */
 export async function slice(q: Reader, project: string, list: TableList, from: number, to: number): Promise<Entries> {
   const end = Math.min(to, list.n)
