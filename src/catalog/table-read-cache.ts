@@ -1,4 +1,4 @@
-import { chunkAt, readList, splitSeqs, strList, type Reader, type TableList } from './table-chunks.js'
+import { chunkAt, chunkTexts, readList, splitSeqs, type Reader, type TableList } from './table-chunks.js'
 
 /** Table lists kept, counted by their chunks (a 1M-row table has ~123; a chunk costs ~100 bytes here: ~20 MB at most). */
 const MAX_LIST_CHUNKS = 200_000
@@ -93,9 +93,6 @@ export class TableReadCache {
 }
 
 async function readSeqs(q: Reader, project: string, chunks: string[]): Promise<Map<string, Float64Array>> {
-  const rows = await q.all<{ digest: string; s: string }>(
-    `SELECT digest, row_seqs AS s FROM table_chunks WHERE project_id = $1 AND list_contains(${strList(2)}, digest)`,
-    [project, JSON.stringify(chunks)],
-  )
+  const rows = await chunkTexts(q, project, chunks, true)
   return new Map(rows.map((r) => [r.digest, Float64Array.from(splitSeqs(r.s))]))
 }
