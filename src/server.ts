@@ -211,7 +211,7 @@ async function addEmbeddedRoutes(app: App, config: Config, p: Opened, calls: Cal
   app.add(otelRoutes(calls, ingest, config.maxBodyBytes))
   app.add(objectRoutes(objects))
   app.add(fileRoutes(await FileStore.open(catalog), config.maxFileBytes))
-  app.add(tableRoutes(tables, p.tablePool))
+  app.add(tableRoutes(tables, { pool: p.tablePool, maxBodyBytes: config.maxBodyBytes }))
   app.add(v2ObjectRoutes({ objects, tables }))
   app.add(v2RunRoutes({ calls, objects, feedback }))
   app.add(feedbackRoutes(feedback))

@@ -111,7 +111,7 @@ export function clickHouseRoutes(backend: ClickHouseCallBackend, ingest: IngestP
   const rest = [
     ...objectRoutes(o.objects),
     ...fileRoutes(o.files, config.maxFileBytes),
-    ...tableRoutes(o.tables),
+    ...tableRoutes(o.tables, { maxBodyBytes: config.maxBodyBytes }),
     ...v2ObjectRoutes({ objects: o.objects, tables: o.tables }),
     ...v2RunRoutes({ calls: backend, objects: o.objects, feedback: o.feedback }),
     ...feedbackRoutes(o.feedback),

@@ -4,9 +4,11 @@ import { prepareTableTask, type TableTask } from '../src/catalog/table-prepare.j
 
 export default function tables(task: TableTask) {
   const r = prepareTableTask(task)
-  if (!r.ok || !r.packed) return r
-  // Packed rows move back: their buffers are this thread's (the body came by transfer or as a copy).
-  const { text, ends } = r.packed
+  if (!r.ok) return r
+  // Packed rows or row digests move back: their buffers are this thread's (the body came by transfer or as a copy).
+  const packed = r.route === 'digests' ? (Array.isArray(r.rowDigests) ? undefined : r.rowDigests) : r.packed
+  if (!packed) return r
+  const { text, ends } = packed
   return move({
     get [transferableSymbol]() {
       return [text.buffer, ends.buffer]

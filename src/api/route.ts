@@ -106,6 +106,8 @@ export interface RouteDef<TB extends TSchema = TSchema, TQ extends TSchema = TSc
    * server's body limit for this route.
    */
   streamBody?: { maxBytes: number }
+  /** A body bound for this route in place of the server's (a body read whole; see streamBody for uploads). */
+  maxBodyBytes?: number
   catchAll?: boolean
   /** A route that a later piece of work fills in answers 501 with this text until then. */
   pending?: string

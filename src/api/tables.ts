@@ -24,16 +24,25 @@ import {
 } from '../schemas/tables.js'
 
 /** A store that takes rows parsed and digested in a worker (the catalog's TableStore). */
-type PreparedBackend = TablesBackend & Pick<TableStore, 'createStored' | 'updateStored'>
-const takesPrepared = (t: TablesBackend): t is PreparedBackend => 'createStored' in t && 'updateStored' in t
+type PreparedBackend = TablesBackend & Pick<TableStore, 'createStored' | 'updateStored' | 'createFromStoredDigests'>
+const takesPrepared = (t: TablesBackend): t is PreparedBackend =>
+  'createStored' in t && 'updateStored' in t && 'createFromStoredDigests' in t
+
+/**
+ * The body bound of `/table/create_from_digests`, above the server's: it lists a whole table's row digests (~46
+ * bytes each as JSON), and the Python SDK sends one for every dataset it uploads in chunks, so a 1M-row dataset's
+ * is ~46 MB. 128 MiB is ~2.9M rows; past it, 413 (a bigger table grows by `/table/update` appends).
+ */
+export const DIGEST_LIST_BODY_BYTES = 128 * 1024 * 1024
 
 /**
  * The body goes to a worker as bytes (catalog/table-prepare.ts: parse, check, digest every row); the request
  * thread only writes the catalog. The worker checks the key's entity, as the route's `project` would.
  */
-function prepared(tables: PreparedBackend, pool: TablePool, route: 'create' | 'update') {
+function prepared(tables: PreparedBackend, pool: TablePool, route: 'create' | 'update' | 'digests') {
   return async (ctx: Ctx): Promise<Reply> => {
     const r = await pool.prepare({ route, body: ctx.rawBody ?? Buffer.alloc(0), entities: ctx.principal!.entities })
+    if (r.route === 'digests') return { body: await tables.createFromStoredDigests(r.project, r.digest, r.rowDigests) }
     const body =
       r.route === 'create' ? await tables.createStored(r.project, r.digest, r) : await tables.updateStored(r.project, r.base, r.updates, r)
     return { body }
@@ -141,17 +150,20 @@ function rowRoutes(tables: TablesBackend, pool?: TablePool): RouteDef[] {
   ]
 }
 
-function writeRoutes(tables: TablesBackend, pool?: TablePool): RouteDef[] {
+function writeRoutes(tables: TablesBackend, pool: TablePool | undefined, maxBodyBytes: number): RouteDef[] {
+  const fromDigests = {
+    ...common,
+    path: '/table/create_from_digests',
+    summary: 'Create a table from rows already stored, by digest',
+    body: TableCreateFromDigestsReqSchema,
+    response: { description: 'The table digest', schema: TableCreateFromDigestsResSchema },
+    maxBodyBytes: Math.max(maxBodyBytes, DIGEST_LIST_BODY_BYTES),
+  }
   return [
     ...rowRoutes(tables, pool),
-    route({
-      ...projectInBody,
-      path: '/table/create_from_digests',
-      summary: 'Create a table from rows already stored, by digest',
-      body: TableCreateFromDigestsReqSchema,
-      response: { description: 'The table digest', schema: TableCreateFromDigestsResSchema },
-      handler: createFromDigests(tables),
-    }),
+    pool && takesPrepared(tables)
+      ? route({ ...fromDigests, rawBody: true, handler: prepared(tables, pool, 'digests') })
+      : route({ ...fromDigests, project: bodyProject, handler: createFromDigests(tables) }),
   ]
 }
 
@@ -194,9 +206,10 @@ function readRoutes(tables: TablesBackend): RouteDef[] {
 
 /**
  * The table endpoints the Weave SDKs need to save and read datasets (docs/tables.md). `pool` (the server's, closed
- * at its shutdown) parses and digests create and update bodies off the event loop; without one, or with a store
- * that does its own digesting, they are parsed on the request thread.
+ * at its shutdown) parses and digests create and update bodies, and parses row digest lists, off the event loop;
+ * without one, or with a store that does its own digesting, they are parsed on the request thread. `maxBodyBytes`
+ * is the server's body bound (a digest list may be larger).
  */
-export function tableRoutes(tables: TablesBackend, pool?: TablePool): RouteDef[] {
-  return [...writeRoutes(tables, pool), ...readRoutes(tables)]
+export function tableRoutes(tables: TablesBackend, opts: { pool?: TablePool; maxBodyBytes: number }): RouteDef[] {
+  return [...writeRoutes(tables, opts.pool, opts.maxBodyBytes), ...readRoutes(tables)]
 }

@@ -8,8 +8,11 @@ import { pooledWorkerOptions } from '../core/worker-pool-options.js'
 
 type Done = Extract<TableTaskResult, { ok: true }>
 type Request = Omit<Extract<Done, { route: 'create' }>, 'texts' | 'packed'> | Omit<Extract<Done, { route: 'update' }>, 'texts' | 'packed'>
-/** A prepared request with its rows' texts as strings, or as the ASCII bytes the worker packed them in. */
-export type PreparedTable = Request & Rows
+/**
+ * A prepared request with its rows' texts as strings, or as the ASCII bytes the worker packed them in; for
+ * `/table/create_from_digests`, the digests the table lists.
+ */
+export type PreparedTable = (Request & Rows) | Extract<Done, { route: 'digests' }>
 
 /**
  * Worker threads that parse and digest table bodies (table-prepare.ts). The server makes one and closes it at
@@ -58,6 +61,7 @@ export class TablePool {
       throw new DomainError(503, `The table worker failed on this request and nothing was written: ${message}`, { retryAfterS: 1 })
     }
     if (!r.ok) throw tableTaskError(r)
+    if (r.route === 'digests') return r
     const { texts, packed, ...request } = r
     if (!packed) return { ...request, texts }
     // All ASCII (nearly every dataset): the bytes go to the appender as they are; else strings, decoded once.

@@ -4,24 +4,30 @@ import { DomainError, validationError, type Detail } from '../core/errors.js'
 import { parseJson } from '../core/json.js'
 import { compileValidator } from '../schemas/validate.js'
 import {
+  TableCreateFromDigestsReqSchema,
   TableCreateReqSchema,
   TableUpdateReqSchema,
+  type TableCreateFromDigestsReq,
   type TableCreateReq,
   type TableUpdateReq,
   type TableUpdateSpec,
 } from '../schemas/tables.js'
-import { checkCount, checkExpected, MAX_REQUEST_ROWS, toStored } from './table-rules.js'
+import { checkCount, checkExpected, MAX_REQUEST_ROWS, MAX_TABLE_ROWS, toStored } from './table-rules.js'
+import type { AsciiTexts } from './table-chunks.js'
 import { checkJsonShape } from '../core/json-shape.js'
 import { scanTableBody, type PackedRows, type ScannedBody } from './table-scan.js'
+import { scanDigestList } from './table-scan-digests.js'
 
 /**
  * The CPU-heavy part of `/table/create` and `/table/update`, run in a worker thread (workers/tables.ts) so the event
  * loop only does the catalog write: parse the body, validate it, check the key may write the project, and digest
  * every row (digest.ts, so the SDK's client-side digests match). A 10 MB chunk is ~300-500 ms of this on one core.
- * The answer is plain data (it crosses a thread boundary); errors come back as values, not throws.
+ * `/table/create_from_digests` comes here too: the Python SDK's last request for a big dataset lists every row's
+ * digest (1M rows: 46 MB of JSON), parsed here and sent back as one buffer. The answer is plain data (it crosses
+ * a thread boundary); errors come back as values, not throws.
  */
 export interface TableTask {
-  route: 'create' | 'update'
+  route: 'create' | 'update' | 'digests'
   body: Uint8Array
   /** The key's entities; null: all. */
   entities: string[] | null
@@ -45,6 +51,7 @@ type Crossing = { digests: string[]; texts: string[]; packed?: undefined } | { d
 export type TableTaskResult =
   | ({ ok: true; route: 'create'; project: string; digest: string } & Crossing)
   | ({ ok: true; route: 'update'; project: string; base: string; updates: TableUpdateSpec[] | null } & Crossing)
+  | { ok: true; route: 'digests'; project: string; digest: string; rowDigests: RowDigests }
   | { ok: false; status: number; message: string; details?: Detail[] }
 
 /**
@@ -62,7 +69,15 @@ export function unpackRows(p: PackedRows): string[] {
   return texts
 }
 
+/**
+ * A table's row digests as they cross back: ASCII digests back to back in one buffer that moves (digest i is
+ * `text[ends[i - 1] ?? 0, ends[i])`), or strings when some digest is not [A-Za-z0-9] (it names no row; the
+ * request thread answers it as it would any unknown digest).
+ */
+export type RowDigests = AsciiTexts | string[]
+
 const validCreate = compileValidator(TableCreateReqSchema, 'body')
+const validDigests = compileValidator(TableCreateFromDigestsReqSchema, 'body')
 const validUpdate = compileValidator(TableUpdateReqSchema, 'body')
 
 function validated<T>(value: unknown, check: (v: unknown) => Detail[] | null): T {
@@ -87,7 +102,7 @@ function parse<T>(task: TableTask, check: (v: unknown) => Detail[] | null): T {
  * The same checks on a scanned body's envelope (its rows, each a `0` there, were checked by the scan); null if it
  * does not parse, which a scanned body always does: the whole-body path then answers as it would have.
  */
-function parseScanned<T>(scanned: ScannedBody, check: (v: unknown) => Detail[] | null): T | null {
+function parseScanned<T>(scanned: Pick<ScannedBody, 'envelope'>, check: (v: unknown) => Detail[] | null): T | null {
   let body: unknown
   try {
     body = JSON.parse(scanned.envelope)
@@ -176,8 +191,41 @@ function update(task: TableTask): TableTaskResult {
   return { ok: true, route: 'update', project: req.project_id, base: req.base_digest, updates, ...out }
 }
 
+function fromDigests(task: TableTask): TableTaskResult {
+  const scanned = scanDigestList(task.body)
+  const req = scanned && parseScanned<TableCreateFromDigestsReq>(scanned, validDigests)
+  if (!scanned || !req) return fromDigestsParsed(task, parse<TableCreateFromDigestsReq>(task, validDigests))
+  checkProject(task, req.project_id)
+  const { text, ends } = scanned.digests
+  checkCount(ends.length, MAX_TABLE_ROWS, 'row digests')
+  const digest = createHash('sha256').update(text).digest('hex')
+  checkExpected(req.expected_digest, digest)
+  return { ok: true, route: 'digests', project: req.project_id, digest, rowDigests: scanned.digests }
+}
+
+const DIGEST = /^[A-Za-z0-9]+$/
+
+/** The same from a body parsed whole (escapes, odd digests, invalid JSON: the scan gave up). */
+function fromDigestsParsed(task: TableTask, req: TableCreateFromDigestsReq): TableTaskResult {
+  checkProject(task, req.project_id)
+  const digests = req.row_digests
+  checkCount(digests.length, MAX_TABLE_ROWS, 'row digests')
+  const joined = digests.join('')
+  const digest = createHash('sha256').update(joined).digest('hex')
+  checkExpected(req.expected_digest, digest)
+  if (!digests.every((d) => DIGEST.test(d))) return { ok: true, route: 'digests', project: req.project_id, digest, rowDigests: digests }
+  const ends = new Int32Array(digests.length)
+  let end = 0
+  digests.forEach((d, i) => (ends[i] = end += d.length))
+  // A buffer of its own (Buffer.from may hand out a slice of Node's shared pool), so that it can move.
+  const text = new Uint8Array(joined.length)
+  Buffer.from(text.buffer).write(joined, 'latin1')
+  return { ok: true, route: 'digests', project: req.project_id, digest, rowDigests: { text, ends } }
+}
+
 export function prepareTableTask(task: TableTask): TableTaskResult {
   try {
+    if (task.route === 'digests') return fromDigests(task)
     return task.route === 'create' ? create(task) : update(task)
   } catch (e) {
     if (e instanceof DomainError) return { ok: false, status: e.status, message: e.message, ...(e.details ? { details: e.details } : {}) }

@@ -20,14 +20,14 @@ const MAX_DEPTH = 64
 /** Keys tracked per object for the repeated-key check; an object with more is parsed alone. */
 const MAX_KEYS = 256
 
-const QUOTE = 0x22
+export const QUOTE = 0x22
 const BACKSLASH = 0x5c
 const COMMA = 0x2c
 const COLON = 0x3a
 const SPACE = 0x20
 
 /** Thrown inside the scan when the body is for the whole-body path. */
-const GIVE_UP = new Error('not scanned')
+export const GIVE_UP = new Error('not scanned')
 
 /** The rows' compact texts back to back in `text` (UTF-16 offsets of their ends in `ends`), and their digests. */
 export interface PackedRows {
@@ -53,7 +53,7 @@ let out: Uint8Array = new Uint8Array(1 << 20)
 /** Hashes of the keys of the objects open in the row being scanned, a stack. */
 const keyHashes = new Int32Array(MAX_DEPTH * MAX_KEYS)
 
-class Scan {
+export class Scan {
   i = 0
   o = 0
   p = 0
@@ -383,7 +383,7 @@ class Rows {
 }
 
 /** Walks an object of the envelope, handing each key to `field` (which must consume its value); repeated keys give up. */
-function fields(s: Scan, field: (key: string) => void): void {
+export function fields(s: Scan, field: (key: string) => void): void {
   const b = s.b
   s.ws()
   s.expect(0x7b)
@@ -406,7 +406,7 @@ function fields(s: Scan, field: (key: string) => void): void {
   }
 }
 
-function elements(s: Scan, each: (i: number) => void): void {
+export function elements(s: Scan, each: (i: number) => void): void {
   const b = s.b
   s.expect(0x5b)
   s.ws()

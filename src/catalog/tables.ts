@@ -22,6 +22,8 @@ import {
 } from './table-chunks.js'
 import { ENTRIES, sortedSelect, SortOrderCache } from './table-order.js'
 import { TableReadCache } from './table-read-cache.js'
+import { RecentTables, type RecentTable } from './table-recent.js'
+import type { RowDigests } from './table-prepare.js'
 import { DomainError } from '../core/errors.js'
 import type { TablesBackend } from './backends.js'
 import { applyUpdates, checkCount, checkExpected, MAX_REQUEST_ROWS, MAX_TABLE_ROWS, toRow, toStored, type RowOf } from './table-rules.js'
@@ -37,6 +39,23 @@ interface Writing {
 const columns = (rows: StoredRow[] | Rows): Rows =>
   Array.isArray(rows) ? { digests: rows.map((r) => r.digest), texts: rows.map((r) => r.val_dump) } : rows
 
+/** Part of a table made from row digests: rows [at, end) chunked anew, or a recent table's chunks from `at` on. */
+type Run = { at: number; end: number } | { at: number; reuse: RecentTable }
+/** A table's `n` row digests, [a, b) of them as strings on request. */
+interface DigestRows {
+  n: number
+  at(a: number, b: number): string[]
+}
+
+/** Digests [a, b) of ASCII digests back to back (digest i ends at `ends[i]`): one decode, then slices of it. */
+function splitAscii(text: Uint8Array, ends: Int32Array, a: number, b: number): string[] {
+  const from = a === 0 ? 0 : ends[a - 1]!
+  const all = Buffer.from(text.buffer, text.byteOffset + from, (b === 0 ? 0 : ends[b - 1]!) - from).toString('latin1')
+  const out = new Array<string>(b - a)
+  for (let i = a; i < b; i++) out[i - a] = all.slice((i === 0 ? 0 : ends[i - 1]!) - from, ends[i]! - from)
+  return out
+}
+
 /** Hash states of recently written tables kept so an append hashes only the new rows (a Hash is ~400 bytes). */
 const HASH_STATES = 64
 
@@ -48,6 +67,7 @@ export class TableStore implements TablesBackend {
   private readonly hashes = new Map<string, Hash>()
   private readonly orders = new SortOrderCache()
   private readonly reads = new TableReadCache()
+  private readonly recent = new RecentTables()
 
   constructor(private readonly catalog: Catalog) {}
 
@@ -64,12 +84,15 @@ export class TableStore implements TablesBackend {
   async createStored(project: string, digest: string, rows: Rows): Promise<{ digest: string; row_digests: string[] }> {
     const row_digests = rows.digests
     const hash = createHash('sha256').update(row_digests.join(''))
-    await this.write(project, async (tx, index) => {
+    const list = await this.write(project, async (tx, index) => {
       const seqs = await insertRows(tx, project, rows, index)
       const chunks = await writeChunks(tx, project, { digests: row_digests, seqs: row_digests.map((d) => seqs.get(d)!) }, 0)
-      await insertList(tx, project, digest, { n: row_digests.length, ...chunks })
+      const made = { n: row_digests.length, ...chunks }
+      await insertList(tx, project, digest, made)
+      return made
     })
     this.remember(project, digest, hash)
+    this.recent.remember(project, row_digests[0], { digest, list })
     return { digest, row_digests }
   }
 
@@ -172,15 +195,65 @@ export class TableStore implements TablesBackend {
     const hash = createHash('sha256').update(digests.join(''))
     const digest = hash.copy().digest('hex')
     checkExpected(expected, digest)
+    const rows = { n: digests.length, at: (a: number, b: number) => digests.slice(a, b) }
+    return this.fromRuns(project, digest, rows, [{ at: 0, end: digests.length }], hash)
+  }
+
+  /**
+   * `createFromDigests` of digests a worker parsed and checked (table-prepare.ts), `digest` theirs. Runs of them
+   * that are whole tables created lately (a dataset's chunks, table-recent.ts) keep those tables' chunks.
+   */
+  async createFromStoredDigests(project: string, digest: string, digests: RowDigests): Promise<{ digest: string }> {
+    if (Array.isArray(digests)) return this.createFromDigests(project, digests)
+    const n = digests.ends.length
+    checkCount(n, MAX_TABLE_ROWS, 'row digests')
+    const runs: Run[] = []
+    let loose = -1
+    let yielded = performance.now()
+    for (let at = 0; at < n;) {
+      // Rows that start no recent table are looked at one by one: a long scan gives the event loop a turn.
+      if (performance.now() - yielded > 20) {
+        await new Promise((resolve) => setImmediate(resolve))
+        yielded = performance.now()
+      }
+      const reuse = this.recent.match(project, digests, at)
+      if (!reuse) {
+        if (loose < 0) loose = at
+        at++
+        continue
+      }
+      if (loose >= 0) runs.push({ at: loose, end: at })
+      loose = -1
+      runs.push({ at, reuse })
+      at += reuse.list.n
+    }
+    if (loose >= 0) runs.push({ at: loose, end: n })
+    const { text, ends } = digests
+    const rows = { n, at: (a: number, b: number) => splitAscii(text, ends, a, b) }
+    return this.fromRuns(project, digest, rows, runs, createHash('sha256').update(text))
+  }
+
+  /** A table of stored rows by digest, as runs: recent tables' chunks taken whole, other rows chunked here. */
+  private async fromRuns(project: string, digest: string, rows: DigestRows, runs: Run[], hash: Hash): Promise<{ digest: string }> {
+    const list: TableList = { n: rows.n, chunks: [], starts: [] }
     await this.write(project, async (tx, index) => {
-      const wanted = [...new Set(digests)]
+      const wanted = [...new Set(runs.flatMap((r) => ('end' in r ? rows.at(r.at, r.end) : [])))]
       const seqs = await storedRows(tx, project, wanted, index)
       if (seqs.size !== wanted.length)
         throw new DomainError(400, `${wanted.length - seqs.size} of the row digests name no row of ${project}`)
-      const chunks = await writeChunks(tx, project, { digests, seqs: digests.map((d) => seqs.get(d)!) }, 0)
-      await insertList(tx, project, digest, { n: digests.length, ...chunks })
+      for (const r of runs) {
+        let part: Pick<TableList, 'chunks' | 'starts'>
+        if ('end' in r) {
+          const digests = rows.at(r.at, r.end)
+          part = await writeChunks(tx, project, { digests, seqs: digests.map((d) => seqs.get(d)!) }, r.at)
+        } else part = { chunks: r.reuse.list.chunks, starts: r.reuse.list.starts.map((s) => s + r.at) }
+        list.chunks.push(...part.chunks)
+        list.starts.push(...part.starts)
+      }
+      await insertList(tx, project, digest, list)
     })
     this.remember(project, digest, hash)
+    if (rows.n > 0) this.recent.remember(project, rows.at(0, 1)[0], { digest, list })
     return { digest }
   }
 

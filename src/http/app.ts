@@ -242,7 +242,7 @@ export class App {
     let body: unknown = undefined
     const declared = ex.headers['content-length']
     const hasBody = (declared !== '' && declared !== '0') || ex.headers['transfer-encoding'] !== ''
-    const limit = def.streamBody?.maxBytes ?? this.opts.maxBodyBytes
+    const limit = def.streamBody?.maxBytes ?? def.maxBodyBytes ?? this.opts.maxBodyBytes
     if (declared !== '' && Number(declared) > limit) {
       throw tooLarge(limit)
     }
