@@ -4,13 +4,14 @@
  * `table_rows` / `object_versions` schema doing Weave's server's work for the same requests.
  *
  *   npm run build && node dist/bench/tables.js [--rows 10000,1000000] [--runs 3] [--reads 20] [--row-bytes 1024]
- *     [--objects 10000] [--versions 10] [--refs 1000] [--upload update|digests]
+ *     [--objects 10000] [--versions 10] [--refs 1000] [--upload digests|update]
  *   (ClickHouse: npm --prefix bench/peer-deps install; skipped when absent)
  *
  * Per size: a fresh weft server and chdb session; 10k objects × 10 versions loaded into both; then per
- * run a fresh dataset (generated, never a re-sent body) saved in the Python SDK's ~10 MB chunks —
- * `/table/create` of the first chunk and `/table/update` appends of the rest (`--upload update`), or
- * every chunk created and the table assembled with `/table/create_from_digests` (`--upload digests`).
+ * run a fresh dataset (generated, never a re-sent body) saved in the Python SDK's ~10 MB chunks — by default as
+ * the SDK does with `use_parallel_table_upload` (on by default): every chunk created as a table, four at a time,
+ * and the table assembled with `/table/create_from_digests` (`--upload digests`); or `/table/create` of the first
+ * chunk and `/table/update` appends of the rest, the SDK's other path (`--upload update`).
  * Then, on the last run's table, alternating sides: a 100-row page by position (the middle of the
  * table), the first page sorted by a column, `/objs/query` latest_only (100 objects), and a
  * `/refs/read_batch` of 1000 dataset-row refs. Every answer is checked against the generated data and
@@ -58,7 +59,7 @@ const nVersions = Number(flags.versions ?? 10)
 const nRefs = Number(flags.refs ?? 1000)
 /** Real `/obj/create` requests timed one at a time (the bulk of the objects is written into the catalog). */
 const objSample = Number(flags['obj-sample'] ?? 200)
-const upload = (flags.upload ?? 'update') as 'update' | 'digests'
+const upload = (flags.upload ?? 'digests') as 'update' | 'digests'
 const PAGE = 100
 const KEY = 'bench-key'
 const TARGETS = { page_ms: 20, objs_ms: 20, ingest_mb_s: 50 }

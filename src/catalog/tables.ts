@@ -23,6 +23,7 @@ import {
 import { ENTRIES, sortedSelect, SortOrderCache } from './table-order.js'
 import { TableReadCache } from './table-read-cache.js'
 import { RecentTables, type RecentTable } from './table-recent.js'
+import { CreateBatches } from './table-create-batch.js'
 import type { RowDigests } from './table-prepare.js'
 import { DomainError } from '../core/errors.js'
 import type { TablesBackend } from './backends.js'
@@ -68,8 +69,11 @@ export class TableStore implements TablesBackend {
   private readonly orders = new SortOrderCache()
   private readonly reads = new TableReadCache()
   private readonly recent = new RecentTables()
+  private readonly creates: CreateBatches
 
-  constructor(private readonly catalog: Catalog) {}
+  constructor(private readonly catalog: Catalog) {
+    this.creates = new CreateBatches(catalog)
+  }
 
   async create(project: string, rows: unknown[], expected?: string | null): Promise<{ digest: string; row_digests: string[] }> {
     checkCount(rows.length, MAX_REQUEST_ROWS, 'rows in one request')
@@ -84,13 +88,7 @@ export class TableStore implements TablesBackend {
   async createStored(project: string, digest: string, rows: Rows): Promise<{ digest: string; row_digests: string[] }> {
     const row_digests = rows.digests
     const hash = createHash('sha256').update(row_digests.join(''))
-    const list = await this.write(project, async (tx, index) => {
-      const seqs = await insertRows(tx, project, rows, index)
-      const chunks = await writeChunks(tx, project, { digests: row_digests, seqs: row_digests.map((d) => seqs.get(d)!) }, 0)
-      const made = { n: row_digests.length, ...chunks }
-      await insertList(tx, project, digest, made)
-      return made
-    })
+    const list = await this.creates.add(project, digest, rows)
     this.remember(project, digest, hash)
     this.recent.remember(project, row_digests[0], { digest, list })
     return { digest, row_digests }
