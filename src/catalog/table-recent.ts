@@ -11,45 +11,50 @@ import type { AsciiTexts, TableList } from './table-chunks.js'
  * only the lookup the rows would have had anyway.
  *
  * Entries are immutable facts about committed tables (nothing deletes or changes tables or chunks), so a kept
- * entry cannot go stale; only the first row digest and the count of them are bounded.
+ * entry cannot go stale. What is kept is bounded by chunks listed (MAX_CHUNKS), and what one request may hash to
+ * check runs by `budget` (a list whose digests all start some table but match none would otherwise hash ~n²/4).
  */
 export interface RecentTable {
   digest: string
   list: TableList
 }
 
-/** Tables kept (a 10M-row dataset in 10 MB chunks is ~1,000); each entry is its chunk list, ~100 bytes a chunk. */
-const MAX_TABLES = 4096
+/**
+ * Chunks listed by the tables kept, ~100 bytes each (~20 MB): a 1M-row dataset's ~100 chunk tables list ~200, the
+ * table made of them ~200 more. The least recently written tables go first.
+ */
+const MAX_CHUNKS = 200_000
 /** Tables kept under one first row digest (most recent first): each is a hash of its rows to try. */
 const PER_FIRST = 4
 
 export class RecentTables {
   private readonly byFirst = new Map<string, RecentTable[]>()
-  private count = 0
+  private chunks = 0
 
   /** A table just committed whose first row digest is `first`. */
   remember(project: string, first: string | undefined, t: RecentTable): void {
     if (first === undefined || t.list.n === 0) return
     const key = `${project}\0${first}`
     const kept = (this.byFirst.get(key) ?? []).filter((x) => x.digest !== t.digest)
-    this.count -= this.byFirst.get(key)?.length ?? 0
+    this.chunks -= weight(this.byFirst.get(key) ?? [])
     kept.unshift(t)
     if (kept.length > PER_FIRST) kept.length = PER_FIRST
     this.byFirst.delete(key)
     this.byFirst.set(key, kept)
-    this.count += kept.length
-    while (this.count > MAX_TABLES) {
+    this.chunks += weight(kept)
+    while (this.chunks > MAX_CHUNKS) {
       const [oldest, tables] = this.byFirst.entries().next().value!
       this.byFirst.delete(oldest)
-      this.count -= tables.length
+      this.chunks -= weight(tables)
     }
   }
 
   /**
    * The longest recent table whose row digests are exactly digests [at, at + n) of `all`, or null. Digest i of
    * `all` is its bytes [ends[i - 1] ?? 0, ends[i]); a table's digest is the SHA-256 (hex) of its row digests joined.
+   * Each check spends its bytes from `budget.bytes`; none is tried past it.
    */
-  match(project: string, all: AsciiTexts, at: number): RecentTable | null {
+  match(project: string, all: AsciiTexts, at: number, budget: { bytes: number }): RecentTable | null {
     const { text, ends } = all
     const from = at === 0 ? 0 : ends[at - 1]!
     const first = Buffer.from(text.buffer, text.byteOffset + from, ends[at]! - from).toString('latin1')
@@ -59,8 +64,11 @@ export class RecentTables {
     for (const t of tables) {
       if (at + t.list.n > ends.length || (best && best.list.n >= t.list.n)) continue
       const to = ends[at + t.list.n - 1]!
+      if ((budget.bytes -= to - from) < 0) return best
       if (createHash('sha256').update(text.subarray(from, to)).digest('hex') === t.digest) best = t
     }
     return best
   }
 }
+
+const weight = (tables: RecentTable[]) => tables.reduce((n, t) => n + t.list.chunks.length + 1, 0)

@@ -206,6 +206,9 @@ export class TableStore implements TablesBackend {
     const n = digests.ends.length
     checkCount(n, MAX_TABLE_ROWS, 'row digests')
     const runs: Run[] = []
+    // Runs are checked by hashing them; a request whose runs match hashes each digest about once, so twice its
+    // bytes bounds what any list, however made, costs here.
+    const budget = { bytes: 2 * digests.text.length }
     let loose = -1
     let yielded = performance.now()
     for (let at = 0; at < n;) {
@@ -214,7 +217,7 @@ export class TableStore implements TablesBackend {
         await new Promise((resolve) => setImmediate(resolve))
         yielded = performance.now()
       }
-      const reuse = this.recent.match(project, digests, at)
+      const reuse = this.recent.match(project, digests, at, budget)
       if (!reuse) {
         if (loose < 0) loose = at
         at++
