@@ -102,10 +102,11 @@ const uploaderOf = (weft: WeftClient): Uploader => ({
 async function side(root: string) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'weft-ingest-'))
   const server = await startWeft({ root, dataDir, key: KEY })
+  const client = new WeftClient(server.url, KEY)
   return {
     root,
     pid: serverPid(dataDir),
-    uploader: uploaderOf(new WeftClient(server.url, KEY)),
+    uploader: uploaderOf(client),
     /** The server's event-loop delay since the last call (its `/admin/stats`, reset each time), in ms. */
     async loopDelay(): Promise<{ p99: number; max: number }> {
       const r = await fetch(`${server.url}/admin/stats?reset=true`, { headers: { authorization: `Bearer ${KEY}` } })
@@ -118,6 +119,7 @@ async function side(root: string) {
     mainPerMb: [] as number[],
     peakRss: 0,
     async stop() {
+      client.close()
       await server.stop()
       rmSync(dataDir, { recursive: true, force: true })
     },

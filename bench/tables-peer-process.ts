@@ -12,7 +12,11 @@ import { ROOT_DIR } from '../src/core/version.js'
 import type { ClickHousePeer } from './tables-peer.js'
 
 type Async<T> = { [K in keyof T]: T[K] extends (...a: infer A) => infer R ? (...a: A) => Promise<Awaited<R>> : never }
-export type RemotePeer = Async<Pick<ClickHousePeer, PeerMethod>> & { close(): Promise<void>; ipcMs(n: number): Promise<number[]> }
+export type RemotePeer = Async<Pick<ClickHousePeer, PeerMethod>> & {
+  close(): Promise<void>
+  ipcMs(n: number): Promise<number[]>
+  pid: number
+}
 type PeerMethod =
   'create' | 'append' | 'insertTableOnly' | 'insertObjects' | 'page' | 'sortedPage' | 'latestObjects' | 'readRefs' | 'settleMerges'
 
@@ -76,6 +80,7 @@ export async function startPeer(dir: string): Promise<RemotePeer> {
     'settleMerges',
   ]
   const remote = Object.fromEntries(methods.map((m) => [m, (...args: unknown[]) => call(m, ...args)])) as unknown as RemotePeer
+  remote.pid = child.pid!
   remote.close = async () => {
     if (exited) return
     const gone = new Promise((r) => child.once('exit', r))

@@ -19,7 +19,7 @@
  * sides, holds neither server's heap or threads. Writes bench/results/tables-<stamp>.json and .svg.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { isDeepStrictEqual } from 'node:util'
@@ -139,10 +139,22 @@ interface SideRun {
   first_page_ms: number
   peer_merges_waited_ms?: number
   disk_sync_ms?: number
+  /** CPU seconds of weft's server, the peer's process and the bench during the ingest. */
+  cpu_s?: Record<string, number>
 }
 
 /** One run: a fresh dataset saved to both sides (order alternating), then each side's first page, cold. */
-async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Ingester>>, peer: RemotePeer | null) {
+/** CPU seconds a process has used so far (its threads' user and system time, /proc; 0 when it is gone). */
+function cpuSeconds(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+    return (Number(f[11]) + Number(f[12])) / 100
+  } catch {
+    return 0
+  }
+}
+
+async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Ingester>>, peer: RemotePeer | null, serverPid: number) {
   const d = makeDataset(n, rowBytes, n + r + 1)
   const want = tableDigestOf(d.digests)
   const firstPage = expectedPage(d, 0, PAGE)
@@ -162,9 +174,13 @@ async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Inges
       spawnSync('sync')
       const synced_ms = round(ms(t_sync))
       await settle()
+      // What each process spent during this side's ingest: the other side's should be ~0 (it is idle).
+      const pids = { weft_server: serverPid, peer: peer?.pid ?? 0, bench: process.pid }
+      const cpu0 = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSeconds(p)]))
       const t0 = performance.now()
       const digest = await uploadDataset(side, d, upload)
       const s_ = ms(t0) / 1000
+      const cpu_s = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, round(cpuSeconds(p) - cpu0[k]!, 2)]))
       check(`${s} table digest`, digest, want)
       const t1 = performance.now()
       const page = await side.page(digest, 0, PAGE)
@@ -176,6 +192,7 @@ async function ingestRun(r: number, n: number, sides: Partial<Record<Side, Inges
         first_page_ms: round(first),
         peer_merges_waited_ms: merges?.waited_ms,
         disk_sync_ms: synced_ms,
+        cpu_s,
       }
     } catch (e) {
       out[s] = { error: (e as Error).message.slice(0, 500) }
@@ -270,7 +287,7 @@ async function benchSize(n: number, chdb: boolean) {
     const ingests = []
     let last: Awaited<ReturnType<typeof ingestRun>> | null = null
     for (let r = 0; r < runs; r++) {
-      last = await ingestRun(r, n, sides, peer)
+      last = await ingestRun(r, n, sides, peer, pid ?? server.pid)
       ingests.push({ chunks: last.chunks, mb: last.mb, ...last.out })
     }
     result.ingest = { upload, runs: ingests, ...ingestSpread(ingests) }
@@ -342,6 +359,7 @@ async function benchSize(n: number, chdb: boolean) {
       }
     }
   } finally {
+    weft.close()
     await server.stop()
     if (peerOpen) await peer?.close()
   }
