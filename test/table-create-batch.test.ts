@@ -1,8 +1,7 @@
 import t, { type Test } from 'tap'
-import { rm } from 'node:fs/promises'
-import { Catalog } from '../src/catalog/db.js'
+import type { Catalog } from '../src/catalog/db.js'
 import { TableStore } from '../src/catalog/tables.js'
-import { tempDir } from './helpers/server.js'
+import { openCatalog } from './helpers/catalog.js'
 import { rowDigest, tableDigest } from './helpers/weave-digest.js'
 
 // Creates that queue while the catalog is writing go in one transaction (src/catalog/table-create-batch.ts).
@@ -12,12 +11,7 @@ const row = (tag: string, i: number) => ({ tag, i, text: `${tag} ${i}` })
 const rowsOf = (tag: string, from: number, n: number) => Array.from({ length: n }, (_, k) => row(tag, from + k))
 
 async function open(t: Test) {
-  const dir = tempDir()
-  const catalog = await Catalog.open(dir)
-  t.teardown(async () => {
-    await catalog.close()
-    await rm(dir, { recursive: true, force: true })
-  })
+  const catalog = await openCatalog(t)
   // Counts the transactions begun (the catalog's own method, called through).
   let transactions = 0
   const begin = catalog.transaction.bind(catalog)

@@ -1,11 +1,11 @@
 import t, { type Test } from 'tap'
-import { rm } from 'node:fs/promises'
 import { connect } from 'node:net'
-import { Catalog } from '../src/catalog/db.js'
+import type { Catalog } from '../src/catalog/db.js'
 import { TableStore } from '../src/catalog/tables.js'
 import { CHUNK_ROWS } from '../src/catalog/table-chunks.js'
 import { scanDigestList } from '../src/catalog/table-scan-digests.js'
-import { postJson, startServer, tempDir, type TestServer } from './helpers/server.js'
+import { postJson, startServer, type TestServer } from './helpers/server.js'
+import { openCatalog } from './helpers/catalog.js'
 import { rowDigest, tableDigest } from './helpers/weave-digest.js'
 
 // No chat in this file: its server starts without the built-in model.
@@ -17,16 +17,6 @@ process.env.WEFT_MODEL ??= 'none'
 
 const row = (chunk: string, i: number) => ({ chunk, i, text: `${chunk} row ${i}` })
 const rowsOf = (chunk: string, n: number) => Array.from({ length: n }, (_, i) => row(chunk, i))
-
-async function open(t: Test) {
-  const dir = tempDir()
-  const catalog = await Catalog.open(dir)
-  t.teardown(async () => {
-    await catalog.close()
-    await rm(dir, { recursive: true, force: true })
-  })
-  return catalog
-}
 
 /** Digests as a worker hands them over (table-prepare.ts): ASCII back to back, with their ends. */
 function packed(digests: string[]) {
@@ -91,7 +81,7 @@ async function readsBack(t: Test, store: TableStore, project: string, digest: st
 }
 
 t.test('runs that are whole chunk tables keep their chunks; other rows are chunked anew; rows read back', async (t) => {
-  const catalog = await open(t)
+  const catalog = await openCatalog(t)
   const store = new TableStore(catalog)
   const P = 'acme/chunks'
   const a = rowsOf('a', CHUNK_ROWS + 500)
@@ -138,7 +128,7 @@ t.test('runs that are whole chunk tables keep their chunks; other rows are chunk
 })
 
 t.test('a store that remembers no table (a restart) makes the same table from the rows', async (t) => {
-  const catalog = await open(t)
+  const catalog = await openCatalog(t)
   const P = 'acme/restart'
   const a = rowsOf('a', CHUNK_ROWS + 10)
   const b = rowsOf('b', 40)
@@ -159,7 +149,7 @@ t.test('a store that remembers no table (a restart) makes the same table from th
 })
 
 t.test('a list made so that every digest starts a recent table costs a bounded number of hashes', async (t) => {
-  const catalog = await open(t)
+  const catalog = await openCatalog(t)
   const store = new TableStore(catalog)
   const P = 'acme/hostile'
   const a = rowsOf('a', 1000)
@@ -182,7 +172,7 @@ t.test('a list made so that every digest starts a recent table costs a bounded n
 })
 
 t.test('a digest naming no row: 400, and no table is stored', async (t) => {
-  const catalog = await open(t)
+  const catalog = await openCatalog(t)
   const store = new TableStore(catalog)
   const P = 'acme/unknown'
   const a = rowsOf('a', 200)

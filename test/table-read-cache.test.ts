@@ -1,10 +1,8 @@
 import t, { type Test } from 'tap'
-import { rm } from 'node:fs/promises'
-import { Catalog } from '../src/catalog/db.js'
 import { TableStore } from '../src/catalog/tables.js'
 import { TableReadCache } from '../src/catalog/table-read-cache.js'
 import { CHUNK_ROWS, slice } from '../src/catalog/table-chunks.js'
-import { tempDir } from './helpers/server.js'
+import { openCatalog } from './helpers/catalog.js'
 import { rowDigest, tableDigest } from './helpers/weave-digest.js'
 
 const P = 'acme/cache'
@@ -12,18 +10,8 @@ const P = 'acme/cache'
 const rowAt = (i: number) => (i % 1000 === 999 ? { i: 0, text: 'row 0' } : { i, text: `row ${i}` })
 const N = 2 * CHUNK_ROWS + 3_000
 
-async function open(t: Test) {
-  const dir = tempDir()
-  const catalog = await Catalog.open(dir)
-  t.teardown(async () => {
-    await catalog.close()
-    await rm(dir, { recursive: true, force: true })
-  })
-  return catalog
-}
-
 t.test('pages read through the cache equal the rows at those positions, again from the cache', async (t) => {
-  const catalog = await open(t)
+  const catalog = await openCatalog(t)
   const store = new TableStore(catalog)
   const rows = Array.from({ length: N }, (_, i) => rowAt(i))
   const { digest } = await store.create(P, rows)
@@ -59,7 +47,7 @@ t.test('pages read through the cache equal the rows at those positions, again fr
 })
 
 t.test('a table not there yet is not remembered as missing', async (t) => {
-  const catalog = await open(t)
+  const catalog = await openCatalog(t)
   const store = new TableStore(catalog)
   const rows = [{ a: 1 }, { a: 2 }]
   const digest = tableDigest(rows.map(rowDigest))
@@ -73,7 +61,7 @@ t.test('a table not there yet is not remembered as missing', async (t) => {
 })
 
 t.test('the cache keeps at most its bounds of lists and chunks, and answers the same past them', async (t) => {
-  const catalog = await open(t)
+  const catalog = await openCatalog(t)
   const store = new TableStore(catalog)
   const a = await store.create(
     P,
@@ -106,7 +94,7 @@ t.test('the cache keeps at most its bounds of lists and chunks, and answers the 
 })
 
 t.test('a long read answers from one statement and does not push out the pages it passes', async (t) => {
-  const catalog = await open(t)
+  const catalog = await openCatalog(t)
   const store = new TableStore(catalog)
   const n = 4 * CHUNK_ROWS + 100
   const { digest } = await store.create(

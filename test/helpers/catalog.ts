@@ -1,6 +1,21 @@
 import path from 'node:path'
+import { rm } from 'node:fs/promises'
+import type { Test } from 'tap'
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api'
+import { Catalog } from '../../src/catalog/db.js'
 import { MIGRATIONS } from '../../src/catalog/migrations.js'
+import { tempDir } from './server.js'
+
+/** A fresh catalog in a directory of its own, closed and removed when the test ends (in-process tests). */
+export async function openCatalog(t: Test): Promise<Catalog> {
+  const dir = tempDir()
+  const catalog = await Catalog.open(dir)
+  t.teardown(async () => {
+    await catalog.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+  return catalog
+}
 
 /**
  * Opens `<dataDir>/catalog.duckdb` as an older weft left it: the migrations up to `version` applied and
