@@ -3,6 +3,7 @@ import { ROW_GROUP_SIZE, type Tx } from './db.js'
 import { asciiTexts, bigints, constantText } from './append-columns.js'
 import { tableDigest } from './digest.js'
 import { keysOf, storedSeqs, type RowIndex } from './table-row-index.js'
+import { DIGEST } from './table-texts.js'
 
 /** Rows per stored chunk of a table's row list: a page reads one or two chunks whatever the table's size. */
 export const CHUNK_ROWS = 8192
@@ -226,8 +227,6 @@ export async function rowsBySeq(q: Reader, project: string, seqs: number[]): Pro
 /** Where a large append's rows wait, in memory, for the INSERT that writes them (insertRows). */
 const STAGE = 'temp.table_rows_stage'
 
-/** Row digests are 43 characters of [A-Za-z0-9] (digest.ts): such lists travel as one comma-joined string. */
-const DIGEST = /^[A-Za-z0-9]+$/
 /** A comma-joined list bound at $n, split by DuckDB: far cheaper than parsing a JSON list of the same strings. */
 const splitList = (n: number) => `string_split($${n}, ',')`
 

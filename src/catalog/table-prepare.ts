@@ -14,6 +14,7 @@ import {
 } from '../schemas/tables.js'
 import { checkCount, checkExpected, MAX_REQUEST_ROWS, MAX_TABLE_ROWS, toStored } from './table-rules.js'
 import type { AsciiTexts } from './table-chunks.js'
+import { DIGEST, splitTexts } from './table-texts.js'
 import { checkJsonShape } from '../core/json-shape.js'
 import { scanTableBody, type PackedRows, type ScannedBody } from './table-scan.js'
 import { scanDigestList } from './table-scan-digests.js'
@@ -60,13 +61,7 @@ export type TableTaskResult =
  */
 export function unpackRows(p: PackedRows): string[] {
   const all = Buffer.from(p.text.buffer, p.text.byteOffset, p.text.byteLength).toString(p.utf8 ? 'utf8' : 'latin1')
-  const texts = new Array<string>(p.ends.length)
-  let start = 0
-  for (let i = 0; i < p.ends.length; i++) {
-    texts[i] = all.slice(start, p.ends[i])
-    start = p.ends[i]!
-  }
-  return texts
+  return splitTexts(all, p.ends, 0, p.ends.length)
 }
 
 /**
@@ -202,8 +197,6 @@ function fromDigests(task: TableTask): TableTaskResult {
   checkExpected(req.expected_digest, digest)
   return { ok: true, route: 'digests', project: req.project_id, digest, rowDigests: scanned.digests }
 }
-
-const DIGEST = /^[A-Za-z0-9]+$/
 
 /** The same from a body parsed whole (escapes, odd digests, invalid JSON: the scan gave up). */
 function fromDigestsParsed(task: TableTask, req: TableCreateFromDigestsReq): TableTaskResult {

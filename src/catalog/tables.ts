@@ -22,6 +22,7 @@ import {
 } from './table-chunks.js'
 import { ENTRIES, sortedSelect, SortOrderCache } from './table-order.js'
 import { TableReadCache } from './table-read-cache.js'
+import { asciiSlice } from './table-texts.js'
 import { RecentTables, type RecentTable } from './table-recent.js'
 import { CreateBatches } from './table-create-batch.js'
 import type { RowDigests } from './table-prepare.js'
@@ -46,15 +47,6 @@ type Run = { at: number; end: number } | { at: number; reuse: RecentTable }
 interface DigestRows {
   n: number
   at(a: number, b: number): string[]
-}
-
-/** Digests [a, b) of ASCII digests back to back (digest i ends at `ends[i]`): one decode, then slices of it. */
-function splitAscii(text: Uint8Array, ends: Int32Array, a: number, b: number): string[] {
-  const from = a === 0 ? 0 : ends[a - 1]!
-  const all = Buffer.from(text.buffer, text.byteOffset + from, (b === 0 ? 0 : ends[b - 1]!) - from).toString('latin1')
-  const out = new Array<string>(b - a)
-  for (let i = a; i < b; i++) out[i - a] = all.slice((i === 0 ? 0 : ends[i - 1]!) - from, ends[i]! - from)
-  return out
 }
 
 /** Hash states of recently written tables kept so an append hashes only the new rows (a Hash is ~400 bytes). */
@@ -230,7 +222,7 @@ export class TableStore implements TablesBackend {
     }
     if (loose >= 0) runs.push({ at: loose, end: n })
     const { text, ends } = digests
-    const rows = { n, at: (a: number, b: number) => splitAscii(text, ends, a, b) }
+    const rows = { n, at: (a: number, b: number) => asciiSlice(text, ends, a, b) }
     return this.fromRuns(project, digest, rows, runs, createHash('sha256').update(text))
   }
 
