@@ -1,12 +1,14 @@
 /**
  * Ingest bench: `/call/upsert_batch` with durability on (every acknowledged batch is fsynced).
  *
- *   npm run build && node dist/bench/ingest.js [--duration 10] [--runs 3] [--writers 8] [--batches 100,1000]
+ *   npm run build && node dist/bench/ingest.js [--duration 10] [--runs 3] [--writers 8] [--batches 100,1000] [--peer-duration S]
  *
  * The writers are pinned to the last CPU; the server to `--server-cpus` (default: all of them, as
  * its ingest workers, DuckDB and the event loop share the machine). The load is `weft bench trace`: every call
  * fresh (new ids each batch), ~1 KB of inputs and of output, usage for one of 3 models. After each run the server's own /admin/stats gives event-loop delay (p50/p99/max) and RSS.
- * Writes bench/results/ingest-<stamp>.json and .svg. The issue's target: 50,000 calls/s.
+ * Then, per batch size, the peer (bench/ingest-peer.ts): chdb inserting the same calls into a MergeTree in a process of
+ * its own, `--peer-duration` seconds a run (default: --duration; 0 leaves it out; skipped without bench/peer-deps).
+ * Writes bench/results/ingest-<stamp>.json and .svg. Issue 16's target: 30,000 calls/s at 500, >= 1.1x the peer.
  */
 import { spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -15,6 +17,7 @@ import path from 'node:path'
 import { parseFlags } from '../src/core/config.js'
 import { ROOT_DIR, VERSION } from '../src/core/version.js'
 import { spreadChart } from './chart.js'
+import { chdbInstalled } from './tables-peer-process.js'
 import { spread, startWeft } from './util.js'
 
 const { flags } = parseFlags(process.argv.slice(2))
@@ -24,6 +27,8 @@ const writers = Number(flags.writers ?? 8)
 const batches = (flags.batches ?? '100,1000').split(',').map(Number)
 const serverCpus = flags['server-cpus'] ?? Array.from({ length: os.cpus().length }, (_, i) => i).join(',')
 const loadCpu = os.cpus().length - 1
+/** Seconds of each chdb run (bench/ingest-peer.ts); 0 leaves the peer out. */
+const peerDuration = Number(flags['peer-duration'] ?? duration)
 const KEY = 'bench-key'
 const MAIN = path.join(ROOT_DIR, 'dist', 'src', 'weft.cjs')
 
@@ -49,6 +54,45 @@ async function load(url: string, calls: number, seconds: number): Promise<{ call
   }
   rmSync(dir, { recursive: true, force: true })
   return { calls: r.acknowledged_calls, errors: r.ingest.errors, seconds: r.duration }
+}
+
+/**
+ * The peer's runs (bench/ingest-peer.ts: chdb inserting the same calls into a MergeTree in process), one process a run,
+ * one after another into one chdb directory as weft's runs go into one server; pinned to the server's CPUs.
+ */
+async function peerRuns(calls: number): Promise<{ calls_per_s: number }[]> {
+  if (peerDuration <= 0 || !chdbInstalled()) return []
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'weft-ingest-chdb-'))
+  const out: { calls_per_s: number }[] = []
+  try {
+    for (let r = 0; r < runs; r++) {
+      const child = spawn(
+        'taskset',
+        [
+          '-c',
+          serverCpus,
+          process.execPath,
+          path.join(ROOT_DIR, 'dist', 'bench', 'ingest-peer.js'),
+          dir,
+          String(peerDuration),
+          String(calls),
+        ],
+        {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      )
+      let text = ''
+      child.stdout.on('data', (d: Buffer) => (text += d.toString()))
+      const code = await new Promise<number | null>((resolve) => child.on('exit', resolve))
+      const res = JSON.parse(text.trim().split('\n').pop() ?? '{}') as { calls?: number; seconds?: number; error?: string }
+      if (code !== 0 || !res.calls || !res.seconds) throw new Error(`chdb peer: ${res.error ?? `exited with ${code}`}`)
+      out.push({ calls_per_s: Math.round(res.calls / res.seconds) })
+      process.stdout.write(`batch ${calls}: chdb run ${r + 1}: ${out[out.length - 1]!.calls_per_s} calls/s\n`)
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+  return out
 }
 
 async function main(): Promise<void> {
@@ -83,15 +127,17 @@ async function main(): Promise<void> {
       )
     }
     const final = await stats(false)
+    await server.stop()
+    rmSync(dir, { recursive: true, force: true })
+    const peer = await peerRuns(b)
     results[`batch_${b}`] = {
       runs: per,
       calls_per_s: spread(per.map((x) => x.calls_per_s)),
+      ...(peer.length ? { chdb: { runs: peer, calls_per_s: spread(peer.map((x) => x.calls_per_s)) } } : {}),
       eld_p99_ms: spread(per.map((x) => x.eld_p99_ms)),
       rss_mb: spread(per.map((x) => x.rss_mb)),
       store: final.calls,
     }
-    await server.stop()
-    rmSync(dir, { recursive: true, force: true })
   }
   const stamp = new Date().toISOString().replace(/[:.]/g, '-')
   const outDir = path.join(ROOT_DIR, 'bench', 'results')
@@ -111,23 +157,29 @@ async function main(): Promise<void> {
       server_cpus: serverCpus,
       load_cpu: loadCpu,
       access_log: true,
-      target_calls_per_s: 50_000,
+      // Issue 16: at least 30,000 calls/s at batches of 500, and at least 1.1x the peer's in the same run.
+      target_calls_per_s: 30_000,
+      peer: peerDuration > 0 ? `chdb in process, call_parts MergeTree, JSONEachRow, ${peerDuration} s a run` : null,
     },
     results,
   }
   const base = path.join(outDir, `ingest-${stamp}`)
   writeFileSync(base + '.json', JSON.stringify(doc, null, 2) + '\n')
-  const rows = batches.map((b) => ({
-    label: `batches of ${b}`,
-    ...(results[`batch_${b}`] as { calls_per_s: { min: number; median: number; max: number } }).calls_per_s,
-  }))
+  type Spread = { min: number; median: number; max: number }
+  const rows = batches.flatMap((b) => {
+    const r = results[`batch_${b}`] as { calls_per_s: Spread; chdb?: { calls_per_s: Spread } }
+    return [
+      { label: `weft, batches of ${b}`, ...r.calls_per_s },
+      ...(r.chdb ? [{ label: `chdb, batches of ${b}`, ...r.chdb.calls_per_s }] : []),
+    ]
+  })
   writeFileSync(
     base + '.svg',
     spreadChart(
       `weft ${VERSION} ingest, durable, ${writers} writers, server CPUs ${serverCpus}, ${runs}×${duration}s`,
       'calls/s',
       rows,
-      50_000,
+      30_000,
     ),
   )
   process.stdout.write(`wrote ${base}.json and .svg\n`)

@@ -52,7 +52,7 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
   // No ORDER BY: the scan keeps the file's order (DuckDB's preserve_insertion_order); checked row by row below. Each
   // row's JSON comes as its UTF-8 bytes (encode: a BLOB, read with getItemBytes), not as a JavaScript string: a block
   // is its rows' bytes joined by newlines, deflated. Decoding 300,000 rows of ~2.7 KB into strings, joining them and
-  // encoding them again for zlib took 4.6-6.3 s of CPU, mostly the main thread's, against 2.7-3.6 s this way, the
+  // encoding them again for zlib took 4.6-6.3 s of CPU, mostly the main thread's, against 3.3-3.5 s this way, the
   // blocks byte for byte the same (bench/README, 2026-12-06 night).
   const result = await maint.stream(
     `SELECT o.file_row_number AS n, encode(to_json(struct_pack(*COLUMNS(* EXCLUDE (file_row_number))))::VARCHAR) AS r FROM (${rows}) o`,
