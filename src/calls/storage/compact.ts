@@ -246,7 +246,7 @@ const FOLD_OUT = [
  * for row; with every call in two parts both ~6-8 s (bench/README, 2026-12-06 night). The parts are read again by
  * each branch (NOT MATERIALIZED: cheaper than holding them, 4.1 against 4.6 s).
  */
-export function foldStatement(files: string, range: string): string {
+function foldStatement(files: string, range: string): string {
   return `WITH parts AS NOT MATERIALIZED (SELECT * FROM read_parquet([${files}], union_by_name = true) WHERE ${range}),
       several AS (SELECT project_id, id FROM parts GROUP BY project_id, id HAVING count(*) > 1)
     SELECT ${SINGLE_OUT.join(', ')} FROM parts ANTI JOIN several USING (project_id, id)
