@@ -99,8 +99,8 @@ const REVIEWED: Record<string, Reviewed> = {
   },
   'src/calls/read/statements.ts': { names: ['l', 'limit', 'matching', 'merged', 'p', 'roots'], why: FRAGMENTS },
   'src/calls/storage/compact.ts': {
-    names: ['FOLDED', 'files', 'range', 'sqlPath'],
-    why: 'segment file paths: names the store generates (checkName), under the data dir; range: placeholders',
+    names: ['FOLDED', 'files', 'range', 'sqlPath', 'foldStatement', 'c', 'SINGLE_OUT', 'FOLD_OUT'],
+    why: 'segment file paths: names the store generates (checkName), under the data dir; range: placeholders; c, SINGLE_OUT, FOLD_OUT: the fixed column lists; foldStatement: composed of those',
   },
   'src/calls/storage/flush.ts': {
     names: ['gens', 'sqlPath'],

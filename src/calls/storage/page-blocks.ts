@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import zlib from 'node:zlib'
-import type { DuckDBBlobVector, DuckDBConnection } from '@duckdb/node-api'
+import type { DuckDBBlobVector, DuckDBConnection, DuckDBDataChunk } from '@duckdb/node-api'
 import { hit } from '../../core/failpoints.js'
 import { createLogger } from '../../core/log.js'
 import { blockRowsSql } from '../page-rows.js'
@@ -78,17 +78,10 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
       const all = Buffer.concat(blocks, pos - start)
       await fh.write(all, 0, all.length, start)
     }
-    const joined = (rows: Uint8Array[]) => Buffer.concat(rows.flatMap((r, i) => (i ? [NEWLINE, r] : [r])))
     for (let chunk = await result.fetchChunk(); chunk && chunk.rowCount > 0; chunk = await result.fetchChunk()) {
       const texts: Buffer[] = []
-      const numbers = chunk.getColumnValues(0)
-      const json = chunk.getColumnVector(1) as DuckDBBlobVector
-      for (let i = 0; i < chunk.rowCount; i++) {
-        if (Number(numbers[i]) !== calls) throw new Error(`block file of ${segmentPath}: row ${String(numbers[i])} came as row ${calls}`)
-        const bytes = json.getItemBytes(i)
-        if (bytes === null) throw new Error(`block file of ${segmentPath}: row ${calls} has no JSON`)
-        // Up to 12 bytes are a view into the chunk's own memory, which a later chunk may not keep: copied.
-        pending.push(bytes.length <= 12 ? Buffer.from(bytes) : bytes)
+      for (const bytes of chunkRows(chunk, calls, segmentPath)) {
+        pending.push(bytes)
         calls++
         if (pending.length === perBlock) {
           texts.push(joined(pending))
@@ -108,6 +101,25 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
   await fh.close()
   hit('page-blocks.before-rename')
   await fs.rename(tmp, file)
+}
+
+/** A block's text: its rows' JSON joined by newlines. */
+const joined = (rows: Uint8Array[]) => Buffer.concat(rows.flatMap((r, i) => (i ? [NEWLINE, r] : [r])))
+
+/** A chunk's rows' JSON bytes (column 1), checked to be the segment's rows from `first` on (column 0). */
+function chunkRows(chunk: DuckDBDataChunk, first: number, segmentPath: string): Uint8Array[] {
+  const numbers = chunk.getColumnValues(0)
+  const json = chunk.getColumnVector(1) as DuckDBBlobVector
+  const out: Uint8Array[] = []
+  for (let i = 0; i < chunk.rowCount; i++) {
+    const row = first + i
+    if (Number(numbers[i]) !== row) throw new Error(`block file of ${segmentPath}: row ${String(numbers[i])} came as row ${row}`)
+    const bytes = json.getItemBytes(i)
+    if (bytes === null) throw new Error(`block file of ${segmentPath}: row ${row} has no JSON`)
+    // Up to 12 bytes are a view into the chunk's own memory, which a later chunk may not keep: copied.
+    out.push(bytes.length <= 12 ? Buffer.from(bytes) : bytes)
+  }
+  return out
 }
 
 /** The footer (the blocks' offsets, zlib) at `pos`, then the trailer that finds it. */
