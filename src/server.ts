@@ -103,7 +103,11 @@ async function openStores(config: Config, log: Logger, parts: Parts): Promise<Op
     parts.clickhouse = await openClickHouse(config)
     log.info({ storage: config.storage.kind, database: config.storage.clickhouseDatabase }, 'calls in ClickHouse')
   }
-  const ingest = (parts.ingest = new IngestPool({ threads: config.ingestWorkers || undefined, maxQueue: config.ingestQueue }))
+  const ingest = (parts.ingest = new IngestPool({
+    threads: config.ingestWorkers || undefined,
+    maxQueue: config.ingestQueue,
+    arrowRecords: !parts.clickhouse,
+  }))
   return { ...parts, keys, ingest }
 }
 

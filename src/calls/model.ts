@@ -89,6 +89,9 @@ export const STRING_FIELDS = [
 export const MICROS_FIELDS = ['started_us', 'ended_us', 'deleted_us'] as const
 export const INT_FIELDS = ['run_step', 'run_step_end'] as const
 
+/** An Arrow parts batch's columns, in order (ingest/parts-batch.ts, arrow/append-parts.ts). */
+export const PART_BATCH_FIELDS = [...STRING_FIELDS, ...MICROS_FIELDS, ...INT_FIELDS, 'input_refs', 'output_refs', 'usage'] as const
+
 /** An encoded part's columns as DuckDB's read_json takes them (`columns = …`; see encodeParts and Tail). */
 export const PART_READ_COLUMNS = `{${[
   ...STRING_FIELDS.map((f) => `${f}: 'VARCHAR'`),

@@ -10,13 +10,17 @@ export interface IngestPoolOptions {
   threads?: number
   /** Tasks waiting for a worker past which a request is refused with 503. */
   maxQueue?: number
+  /** Log records as Arrow batches where they can be (IngestTask.arrow): the embedded store's; not ClickHouse's. */
+  arrowRecords?: boolean
 }
 
 /** The worker pool that turns ingest bodies into encoded call parts (see prepare.ts). */
 export class IngestPool {
   private readonly pool: Piscina<IngestTask, IngestResult>
+  private readonly arrow: boolean
 
   constructor(opts: IngestPoolOptions = {}) {
+    this.arrow = opts.arrowRecords ?? false
     const threads = Math.max(1, opts.threads ?? os.availableParallelism())
     this.pool = new Piscina({
       filename: fileURLToPath(new URL('../../../workers/ingest.js', import.meta.url)),
@@ -37,7 +41,7 @@ export class IngestPool {
     const body = task.body
     const movable = body.byteLength >= 64 * 1024 && body.byteOffset === 0 && body.byteLength === body.buffer.byteLength
     try {
-      r = await this.pool.run(task, movable ? { transferList: [body.buffer as ArrayBuffer] } : {})
+      r = await this.pool.run(this.arrow ? { ...task, arrow: true } : task, movable ? { transferList: [body.buffer as ArrayBuffer] } : {})
     } catch (e) {
       const message = (e as Error).message
       if (message === 'Task queue is at limit') {

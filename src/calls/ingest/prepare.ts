@@ -15,6 +15,7 @@ import {
   type StartedCall,
 } from '../../schemas/calls-write.js'
 import { encodeParts } from './encode.js'
+import { ARROW_MAX_PARTS, partsBatch } from './parts-batch.js'
 import { endPart, foldParts, startPart } from './parts.js'
 import { parseWithRawValues } from './raw-json.js'
 import { walRecord } from '../storage/wal.js'
@@ -31,6 +32,11 @@ export interface IngestTask {
   userId: string
   /** The key's entities; null: all. */
   entities: string[] | null
+  /**
+   * Whether the log record may be an Arrow batch (partsBatch) instead of JSON (encodeParts): the embedded store reads
+   * both; the ClickHouse backend reads JSON (clickhouse/record.ts).
+   */
+  arrow?: boolean
   /** OTLP only. */
   otel?: { json: boolean; encoding: string; projectHeader: string; maxBytes: number }
 }
@@ -60,7 +66,10 @@ export async function prepareIngest(task: IngestTask): Promise<IngestResult> {
   try {
     const { parts: sent, reply } = await convert(task)
     const parts = foldParts(sent)
-    const record = walRecord(encodeParts(parts))
+    // An Arrow batch when asked for and it can hold the parts as the JSON would reach the tail (see partsBatch); a
+    // larger one stays JSON, whose tail insert runs off the event loop (an Arrow batch's append runs on it).
+    const arrow = task.arrow && parts.length <= ARROW_MAX_PARTS ? partsBatch(parts) : null
+    const record = walRecord(arrow ?? encodeParts(parts))
     if (task.route === 'otel') return { ok: true, record, count: parts.length, reply }
     return { ok: true, record, count: parts.length, reply: null, replyJson: ownBuffer(JSON.stringify(reply)) }
   } catch (e) {

@@ -19,7 +19,7 @@ import {
 } from './segments.js'
 import { walNumber } from './state.js'
 import { Storage, type Recovered } from './storage.js'
-import { Tail } from './tail.js'
+import { Tail, isArrowBatch } from './tail.js'
 import { Wal, takeLock, walRecord } from './wal.js'
 
 /** Log records a replay could not add to the tail, kept (framed as in the log) rather than lost or blocking starts. */
@@ -51,7 +51,7 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   // which saves re-reading ten footers for every query of a large store.
   await writer.run('SET GLOBAL parquet_metadata_cache = true')
   // The tail's group files (see Tail.moveNow) sit beside DuckDB's spill, under the data directory.
-  const tail = await Tail.create(writer, path.join(path.dirname(spill), 'calls-tail'))
+  const tail = await Tail.create(writer, path.join(path.dirname(spill), 'calls-tail'), await db.connect())
   const maint = await db.connect()
   const recovered: Recovered = { records: 0, parts: 0, truncatedBytes: 0, segments: manifest.segments.length, quarantined: 0 }
   // Replay every log the manifest still lists; only the last one takes appends.
@@ -131,9 +131,13 @@ const REPLAY_GROUP_BYTES = 8 * 2 ** 20
  */
 async function replay(s: Storage, gen: number, records: Buffer[], task: Task): Promise<void> {
   for (let i = 0; i < records.length;) {
+    // A group is all JSON or all Arrow (the store logs Arrow batches where it can, JSON otherwise).
+    const arrow = isArrowBatch(records[i]!)
     let j = i + 1
-    for (let bytes = records[i]!.length; j < records.length && bytes + records[j]!.length <= REPLAY_GROUP_BYTES; j++)
+    for (let bytes = records[i]!.length; j < records.length && bytes + records[j]!.length <= REPLAY_GROUP_BYTES; j++) {
+      if (isArrowBatch(records[j]!) !== arrow) break
       bytes += records[j]!.length
+    }
     const group = records.slice(i, j)
     i = j
     if (group.length > 1) {

@@ -229,6 +229,7 @@ export class Storage implements StorageState {
     this.closed = true
     await this.tail.settled(this.tail.pendingGens)
     await this.wal.close()
+    this.tail.close()
     this.writer.closeSync()
     this.maint.closeSync()
     this.db.closeSync()

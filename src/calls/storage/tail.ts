@@ -1,10 +1,11 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { listValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api'
+import { listValue, type DuckDBAppender, type DuckDBConnection, type DuckDBPreparedStatement, type DuckDBType } from '@duckdb/node-api'
 import { DomainError, diskFull, outOfMemory } from '../../core/errors.js'
 import { Durations } from '../../core/durations.js'
 import { failpointCount, hit } from '../../core/failpoints.js'
 import { PART_COLUMNS, PART_READ_COLUMNS } from '../model.js'
+import { appendPartsBatch } from '../arrow/append-parts.js'
 
 /** Tail rows also carry the number of the log they were appended to, so a flush takes exactly that log's parts. */
 const TAIL_COLUMNS = PART_COLUMNS + ', wal_gen INTEGER NOT NULL'
@@ -50,12 +51,15 @@ const COMMA = Buffer.from(',')
 const OPEN = Buffer.from('[')
 const CLOSE = Buffer.from(']')
 
-/** A batch, the seq of its first part and its log generation. */
+/** A batch (JSON or Arrow: see isArrowBatch), the seq of its first part and its log generation. */
 interface Batch {
   batch: Buffer
   base: bigint
   gen: number
 }
+
+/** Whether a batch is Arrow (partsBatch: an IPC stream, which opens with 0xFFFFFFFF) rather than JSON (an array, `[`). */
+export const isArrowBatch = (b: Uint8Array): boolean => b.length >= 4 && b[0] === 0xff && b[1] === 0xff && b[2] === 0xff && b[3] === 0xff
 
 interface Staged extends Batch {
   /** Its parts (unknown in a replay, which inserts one record at a time and counts what the insert added). */
@@ -93,6 +97,8 @@ export class Tail {
   /** The writer connection's last tail statement group (see serial). */
   private last: Promise<unknown> = Promise.resolve()
   private moveStmt?: DuckDBPreparedStatement
+  /** Appends Arrow batches (see moveArrow), on a connection of its own, and the table's column types. */
+  private appender?: { appender: DuckDBAppender; types: DuckDBType[] }
   /** Batches handed to the tail, and those through (in order: groups go in FIFO). */
   private stagedTotal = 0
   private movedTotal = 0
@@ -106,14 +112,19 @@ export class Tail {
   private constructor(
     private readonly writer: DuckDBConnection,
     private readonly fileDir: string,
+    private readonly appendConn: DuckDBConnection,
   ) {}
 
-  /** Creates the tail table on the writer connection; group files go in `fileDir` (emptied here). */
-  static async create(writer: DuckDBConnection, fileDir: string): Promise<Tail> {
+  /**
+   * Creates the tail table on the writer connection; group files go in `fileDir` (emptied here). Arrow batches are
+   * appended on `appendConn`: an appender's flush is synchronous, and on a connection busy with a statement (the
+   * writer's flushes) it would wait for that statement on the event loop.
+   */
+  static async create(writer: DuckDBConnection, fileDir: string, appendConn: DuckDBConnection = writer): Promise<Tail> {
     await fs.rm(fileDir, { recursive: true, force: true })
     await fs.mkdir(fileDir, { recursive: true })
     await writer.run(`CREATE TABLE call_parts (${TAIL_COLUMNS})`)
-    return new Tail(writer, fileDir)
+    return new Tail(writer, fileDir, appendConn)
   }
 
   /** Bytes of acknowledged batches not yet in the tail table. */
@@ -193,7 +204,8 @@ export class Tail {
 
   /**
    * Log records of one generation whose parts are numbered in a row from `base` (a replay), in one statement; the
-   * number of parts they hold. Not retried: the replay goes record by record after a failure.
+   * number of parts they hold. All JSON or all Arrow (isArrowBatch). Not retried: the replay goes record by record
+   * after a failure.
    */
   insertRecords(batches: Buffer[], base: bigint, gen: number): Promise<number> {
     return this.move(batches.map((batch) => ({ batch, base, gen })))
@@ -201,13 +213,15 @@ export class Tail {
 
   /**
    * The staged batches from the first on whose seqs follow on in one log generation (a group numbers its parts from
-   * its first seq). Batches are logged in seq order but may be handed over out of it; the rest wait for the next turn.
+   * its first seq), or a single Arrow batch. Batches are logged in seq order but may be handed over out of it; the rest wait for the next turn.
    */
   private takeRun(): Staged[] {
+    // An Arrow batch goes alone: its append runs on the event loop (see moveArrow), so batches go one per turn.
+    if (isArrowBatch(this.staged[0]!.batch)) return this.staged.splice(0, 1)
     let n = 1
     for (; n < this.staged.length; n++) {
       const [a, b] = [this.staged[n - 1]!, this.staged[n]!]
-      if (a.count === undefined || b.gen !== a.gen || b.base !== a.base + BigInt(a.count)) break
+      if (a.count === undefined || b.gen !== a.gen || b.base !== a.base + BigInt(a.count) || isArrowBatch(b.batch)) break
     }
     return this.staged.splice(0, n)
   }
@@ -308,9 +322,54 @@ export class Tail {
       await this.writer.run('ROLLBACK').catch(() => {})
       throw e
     }
-    // The insert was prepared against the old table.
+    // The insert was prepared against the old table, and the appender made for it.
     this.moveStmt?.destroySync()
     this.moveStmt = undefined
+    this.dropAppender()
+  }
+
+  /** Closes the appender and its connection (the store is closing; every batch is in). */
+  close(): void {
+    this.dropAppender()
+    if (this.appendConn !== this.writer) this.appendConn.closeSync()
+  }
+
+  /** Closes the appender, first clearing whatever a failed flush left in it (closing flushes: see moveArrow). */
+  private dropAppender(): void {
+    const a = this.appender?.appender
+    this.appender = undefined
+    if (!a) return
+    try {
+      a.clear()
+      a.closeSync()
+    } catch {
+      // An appender that cannot close holds nothing: it was cleared, or clearing failed with nothing left to flush.
+    }
+  }
+
+  /**
+   * A group of Arrow batches into the tail table through an appender (see appendPartsBatch): one flush, one
+   * transaction, for the group. Synchronous, on the event loop: a live group is one batch (takeRun) of at most
+   * ARROW_MAX_PARTS parts (parts-batch.ts), ~10 µs a part; a replay's group is larger and nothing else is served meanwhile. A flush that
+   * fails leaves its rows in the appender, and a later flush or close would append them after all, so the appender
+   * is cleared and dropped and the group's retry starts from nothing.
+   */
+  private async moveArrow(group: Batch[]): Promise<number> {
+    if (!this.appender) {
+      const appender = await this.appendConn.createAppender('call_parts')
+      this.appender = { appender, types: Array.from({ length: appender.columnCount }, (_, i) => appender.columnType(i)) }
+    }
+    const { appender, types } = this.appender
+    try {
+      // Numbered by place from the group's first seq, as a JSON group is (the group's seqs follow on: see takeRun).
+      let n = 0
+      for (const g of group) n += appendPartsBatch(appender, g.batch, group[0]!.base + BigInt(n), g.gen, types)
+      appender.flushSync()
+      return n
+    } catch (e) {
+      this.dropAppender()
+      throw e
+    }
   }
 
   /**
@@ -322,6 +381,7 @@ export class Tail {
     if (tailFailpoint && group.some((g) => g.batch.includes(TAIL_MARKER))) throw new Error('failpoint tail-insert')
     if (oomFailpoint > 0 && oomFailpoint--)
       throw new Error('TransactionContext Error: Failed to commit: failed to pin block of size 256.0 KiB (failpoint tail-oom)')
+    if (isArrowBatch(group[0]!.batch)) return this.moveArrow(group)
     const file = path.join(this.fileDir, `group-${++this.files}.json`)
     const size = await writeGroup(file, group)
     try {

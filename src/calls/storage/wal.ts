@@ -125,6 +125,15 @@ function recordAt(data: Buffer, off: number): Buffer | null {
 }
 
 /**
+ * Whether a payload can start at `at`: a record holds JSON (a batch of parts is an array; `{` or `[`) or Arrow (an
+ * IPC stream, which opens with 0xFFFFFFFF). Binary payloads are full of small integers that read as plausible lengths, and
+ * checksumming at each of them spent resync's budget within a record or two (the records after the damage were
+ * then cut off as a torn tail).
+ */
+const payloadStart = (data: Buffer, at: number): boolean =>
+  data[at] === 0x5b || data[at] === 0x7b || (at + 4 <= data.length && data.readUInt32LE(at) === 0xffffffff)
+
+/**
  * The offset after `from` where an intact record starts, or -1. The checksums tried are bounded (a few times the
  * log's size): past that the rest counts as a torn tail, as it would have before.
  */
@@ -132,7 +141,7 @@ function resync(data: Buffer, from: number): number {
   let budget = 8 * data.length
   for (let at = from; at + 8 <= data.length; at++) {
     const len = data.readUInt32LE(at)
-    if (len === 0 || at + 8 + len > data.length) continue
+    if (len === 0 || at + 8 + len > data.length || !payloadStart(data, at + 8)) continue
     if ((budget -= len) < 0) return -1
     if (recordAt(data, at)) return at
   }
