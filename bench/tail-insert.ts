@@ -1,13 +1,15 @@
 /**
  * The calls tail's insert, through the store, on the soak's calls (issue 18):
  *
- *   npm run build && node dist/bench/tail-insert.js [--rounds 10] [--records 20] [--in-flight 8]
+ *   npm run build && node dist/bench/tail-insert.js [--rounds 10] [--records 20] [--in-flight 8] [--batch-size 100]
  *
- * `weft bench trace` bodies (batches of 100 calls, ~1 KB of inputs and of output) go through the ingest worker's
+ * `weft bench trace` bodies (batches of `--batch-size` calls, ~1 KB of inputs and of output) go through the ingest worker's
  * code (prepareIngest) once, beforehand. Each round then hands `--records` log records to CallStore.ingestRecord
- * twice, `--in-flight` at a time: as encoded now (inputs, output and attributes sent without whitespace are JSON
- * strings, copied by DuckDB) and as before (the same values as raw JSON, parsed and written again by DuckDB). Sides
- * alternate; process CPU (every thread: DuckDB's too) per 1,000 parts, and the worker-side encode of both ways.
+ * three times, `--in-flight` at a time: as JSON (`now`: inputs, output and attributes sent without whitespace are JSON
+ * strings, copied by DuckDB), as JSON before that (`before`: the same values as raw JSON, parsed and written again by
+ * DuckDB), and as the Arrow batches the server's workers log (`arrow`: partsBatch, appended to the tail through
+ * DuckDB's appender). Sides rotate; process CPU (every thread: DuckDB's too) per 1,000 parts, and the worker-side
+ * encode of both JSON ways.
  * Writes bench/results/tail-insert-<stamp>.json.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -29,6 +31,7 @@ const { flags } = parseFlags(process.argv.slice(2))
 const rounds = Number(flags.rounds ?? 10)
 const records = Number(flags.records ?? 20)
 const inFlight = Number(flags['in-flight'] ?? 8)
+const batchSize = Number(flags['batch-size'] ?? 100)
 const RAW_FIELDS = ['inputs', 'output', 'attributes'] as const
 
 /** A record's parts, read back from its JSON; with `raw`, the fields the fast path keeps as bytes become RawJson again. */
@@ -43,13 +46,18 @@ const cpuMs = (from: NodeJS.CpuUsage) => {
   return (u.user + u.system) / 1000
 }
 
-const opts = traceOptions({ project: 'bench/tail', 'batch-size': '100', 'payload-bytes': '1000' })
+const opts = traceOptions({ project: 'bench/tail', 'batch-size': String(batchSize), 'payload-bytes': '1000' })
 const now: Uint8Array[] = []
+const arrow: Uint8Array[] = []
 let parts = 0
 for (let i = 0; i < records; i++) {
-  const r = await prepareIngest({ route: 'batch', body: Buffer.from(ingestBody(opts)), userId: 'bench', entities: null })
+  const body = Buffer.from(ingestBody(opts))
+  const r = await prepareIngest({ route: 'batch', body: Buffer.from(body), userId: 'bench', entities: null })
+  const a = await prepareIngest({ route: 'batch', body, userId: 'bench', entities: null, arrow: true })
   if (!r.ok) throw new Error(r.message)
+  if (!a.ok || a.record[8] !== 0xff) throw new Error('no Arrow batch')
   now.push(r.record)
+  arrow.push(a.record)
   parts += r.count
 }
 const before = now.map((r) => walRecord(encodeParts(partsOf(r, true, false))))
@@ -59,7 +67,7 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'weft-tail-insert-'))
 const store = await CallStore.open(dir, { flushRows: 1e9, flushBytes: 2 ** 40, flushIntervalMs: 0 })
 
 /** Per side: the tail's inserts (statements) and their wall time, summed over the rounds. */
-const inserts = { now: { count: 0, ms: 0 }, before: { count: 0, ms: 0 } }
+const inserts = { now: { count: 0, ms: 0 }, before: { count: 0, ms: 0 }, arrow: { count: 0, ms: 0 } }
 
 async function side(rs: Uint8Array[]): Promise<number> {
   store.resetTimings()
@@ -68,7 +76,7 @@ async function side(rs: Uint8Array[]): Promise<number> {
   const run = async () => {
     while (next < rs.length) {
       const r = rs[next++]!
-      await store.ingestRecord(Buffer.from(r), 100)
+      await store.ingestRecord(Buffer.from(r), batchSize)
     }
   }
   await Promise.all(Array.from({ length: inFlight }, run))
@@ -77,11 +85,14 @@ async function side(rs: Uint8Array[]): Promise<number> {
 }
 
 const loadBefore = os.loadavg()[0]!
-const out = { now: [] as number[], before: [] as number[], encodeNow: [] as number[], encodeBefore: [] as number[] }
+const out = { now: [] as number[], before: [] as number[], arrow: [] as number[], encodeNow: [] as number[], encodeBefore: [] as number[] }
+const SIDES = ['now', 'before', 'arrow'] as const
+const recordsOf = { now, before, arrow }
 for (let round = 0; round <= rounds; round++) {
-  // Round 0 warms up both sides; which goes first alternates.
-  for (const which of round % 2 ? (['before', 'now'] as const) : (['now', 'before'] as const)) {
-    const ms = await side(which === 'now' ? now : before)
+  // Round 0 warms up every side; which goes first rotates.
+  for (let k = 0; k < SIDES.length; k++) {
+    const which = SIDES[(round + k) % SIDES.length]!
+    const ms = await side(recordsOf[which])
     if (round === 0) continue
     out[which].push(ms)
     const t = store.stats().timings_ms.tail_inserts
@@ -110,9 +121,9 @@ console.log(
     .map((x) => x.toFixed(1))
     .join(' ')}; ${rounds} rounds of ${parts} parts, CPU ms per 1,000 parts min / median / max`,
 )
-console.log(`store insert: before ${f(out.before)}, now ${f(out.now)}`)
-const wall = (w: 'now' | 'before') => `${inserts[w].count} inserts, ${((inserts[w].ms * 1000) / (parts * rounds)).toFixed(0)} ms`
-console.log(`tail inserts' wall time per 1,000 parts: before ${wall('before')}, now ${wall('now')}`)
+console.log(`store insert: before ${f(out.before)}, now ${f(out.now)}, arrow ${f(out.arrow)}`)
+const wall = (w: (typeof SIDES)[number]) => `${inserts[w].count} inserts, ${((inserts[w].ms * 1000) / (parts * rounds)).toFixed(0)} ms`
+console.log(`tail inserts' wall time per 1,000 parts: before ${wall('before')}, now ${wall('now')}, arrow ${wall('arrow')}`)
 console.log(`encodeParts:  before ${f(out.encodeBefore)}, now ${f(out.encodeNow)}`)
 
 const stamp = new Date().toISOString().replace(/[:.]/g, '-')

@@ -7,7 +7,7 @@ import { DuckDBInstance } from '@duckdb/node-api'
 import { encodeParts } from '../src/calls/ingest/encode.js'
 import { RawJson, parseWithRawValues } from '../src/calls/ingest/raw-json.js'
 import { prepareIngest } from '../src/calls/ingest/prepare.js'
-import { ARROW_MAX_PARTS, partsBatch } from '../src/calls/ingest/parts-batch.js'
+import { ARROW_MAX_PARTS, ARROW_MIN_PARTS, partsBatch } from '../src/calls/ingest/parts-batch.js'
 import { Tail, isArrowBatch } from '../src/calls/storage/tail.js'
 import { USAGE_FIELDS, type CallPart, type UsageRow } from '../src/calls/model.js'
 import { startServer, tempDir } from './helpers/server.js'
@@ -116,7 +116,7 @@ t.test('partsBatch refuses what it cannot hold as the JSON would reach the tail'
   t.equal(partsBatch([{ ...base, started_us: '99999999999999999999' }]), null, 'microseconds past 2^53')
 })
 
-t.test('the worker logs Arrow when asked, up to ARROW_MAX_PARTS parts, and JSON otherwise', async (t) => {
+t.test('the worker logs Arrow when asked, from ARROW_MIN_PARTS to ARROW_MAX_PARTS parts, and JSON otherwise', async (t) => {
   const body = (n: number, inputs: string) =>
     Buffer.from(
       JSON.stringify({
@@ -141,11 +141,12 @@ t.test('the worker logs Arrow when asked, up to ARROW_MAX_PARTS parts, and JSON 
     t.equal(r.count, n, `${n} parts`)
     return isArrowBatch(r.record.subarray(8)) ? 'arrow' : 'json'
   }
-  t.equal(await format(3, true), 'arrow')
-  t.equal(await format(3, false), 'json', 'not asked (the ClickHouse backend reads JSON)')
+  t.equal(await format(ARROW_MIN_PARTS, true), 'arrow')
+  t.equal(await format(ARROW_MIN_PARTS, false), 'json', 'not asked (the ClickHouse backend reads JSON)')
+  t.equal(await format(ARROW_MIN_PARTS - 1, true), 'json', 'a smaller batch (JSON batches share a statement)')
   t.equal(await format(ARROW_MAX_PARTS, true), 'arrow')
   t.equal(await format(ARROW_MAX_PARTS + 1, true), 'json', 'a larger batch (its tail insert runs off the event loop)')
-  t.equal(await format(3, true, '{ "x" : 1 }'), 'json', 'inputs sent with whitespace')
+  t.equal(await format(ARROW_MIN_PARTS, true, '{ "x" : 1 }'), 'json', 'inputs sent with whitespace')
 })
 
 t.test('a log of Arrow and JSON records: the calls read live are the calls after a SIGKILL and a replay', async (t) => {
@@ -159,16 +160,16 @@ t.test('a log of Arrow and JSON records: the calls read live are the calls after
   // Alternating: compact values (logged as Arrow) and values with whitespace (JSON); starts and ends in separate batches.
   const ids: string[] = []
   for (let b = 0; b < 6; b++) {
-    const mine = Array.from({ length: 5 }, () => hex(16))
+    const mine = Array.from({ length: ARROW_MIN_PARTS }, () => hex(16))
     ids.push(...mine)
     const inputs = b % 2 ? '{ "q" : "é 😀" }' : '{"q":"é 😀","n":[1,2.5]}'
     const starts = mine.map(
       (id, i) =>
-        `{"mode":"start","req":{"start":{"project_id":"${P}","id":"${id}","trace_id":"${hex(32)}","op_name":"op${i}","started_at":"2026-01-02T00:00:0${i}Z","attributes":{},"inputs":${inputs}}}}`,
+        `{"mode":"start","req":{"start":{"project_id":"${P}","id":"${id}","trace_id":"${hex(32)}","op_name":"op${i % 7}","started_at":"2026-01-02T00:00:0${i % 10}Z","attributes":{},"inputs":${inputs}}}}`,
     )
     const ends = mine.map(
       (id, i) =>
-        `{"mode":"end","req":{"end":{"project_id":"${P}","id":"${id}","ended_at":"2026-01-02T00:00:1${i}Z","output":${b % 2 ? `{ "a" : ${i} }` : `{"a":${i}}`},"summary":{"usage":{"m":{"input_tokens":${i},"requests":1}}}}}}`,
+        `{"mode":"end","req":{"end":{"project_id":"${P}","id":"${id}","ended_at":"2026-01-02T00:00:1${i % 10}Z","output":${b % 2 ? `{ "a" : ${i} }` : `{"a":${i}}`},"summary":{"usage":{"m":{"input_tokens":${i},"requests":1}}}}}}`,
     )
     for (const items of [starts, ends]) {
       const r = await fetch(s.url + '/call/upsert_batch', { method: 'POST', headers, body: `{"batch":[${items.join(',')}]}` })

@@ -33,6 +33,14 @@ export function partsBatch(parts: readonly CallPart[]): Uint8Array | null {
 }
 
 /**
+ * The fewest parts an Arrow batch holds: its append has a fixed cost per batch (decoding the IPC stream, DuckDB's
+ * chunks and the appender's flush: ~2 ms) that JSON batches, grouped into one statement, amortise better. Through the
+ * store (bench/tail-insert, CPU per 1,000 parts, median, Arrow against JSON): 41 vs 24 ms at batches of 100, 32.6 vs
+ * 35.9 at 250, 26 vs 34 at 500.
+ */
+export const ARROW_MIN_PARTS = 256
+
+/**
  * The most parts an Arrow batch holds: the tail appends one on the event loop at ~10 µs a part, so this bounds that
  * pause to ~10 ms; a larger batch is logged as JSON, which DuckDB reads on its own threads.
  */

@@ -15,7 +15,7 @@ import {
   type StartedCall,
 } from '../../schemas/calls-write.js'
 import { encodeParts } from './encode.js'
-import { ARROW_MAX_PARTS, partsBatch } from './parts-batch.js'
+import { ARROW_MAX_PARTS, ARROW_MIN_PARTS, partsBatch } from './parts-batch.js'
 import { endPart, foldParts, startPart } from './parts.js'
 import { parseWithRawValues } from './raw-json.js'
 import { walRecord } from '../storage/wal.js'
@@ -67,8 +67,9 @@ export async function prepareIngest(task: IngestTask): Promise<IngestResult> {
     const { parts: sent, reply } = await convert(task)
     const parts = foldParts(sent)
     // An Arrow batch when asked for and it can hold the parts as the JSON would reach the tail (see partsBatch); a
-    // larger one stays JSON, whose tail insert runs off the event loop (an Arrow batch's append runs on it).
-    const arrow = task.arrow && parts.length <= ARROW_MAX_PARTS ? partsBatch(parts) : null
+    // small batch stays JSON (see ARROW_MIN_PARTS), and so does a large one, whose tail insert then runs off the event
+    // loop (an Arrow batch's append runs on it).
+    const arrow = task.arrow && parts.length >= ARROW_MIN_PARTS && parts.length <= ARROW_MAX_PARTS ? partsBatch(parts) : null
     const record = walRecord(arrow ?? encodeParts(parts))
     if (task.route === 'otel') return { ok: true, record, count: parts.length, reply }
     return { ok: true, record, count: parts.length, reply: null, replyJson: ownBuffer(JSON.stringify(reply)) }

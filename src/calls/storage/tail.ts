@@ -58,6 +58,14 @@ interface Batch {
   gen: number
 }
 
+/**
+ * The most parts of Arrow batches appended in one flush of the appender (one transaction; see moveArrow). A flush has
+ * a fixed cost of ~2 ms (DuckDB sets up the appended rows' storage for every column), so one per batch of 100 parts
+ * took ~1.7x the CPU of the JSON path through the store (bench/tail-insert); a group of ~1,000 parts holds the event
+ * loop for ~10-15 ms.
+ */
+const ARROW_GROUP_PARTS = 1024
+
 /** Whether a batch is Arrow (partsBatch: an IPC stream, which opens with 0xFFFFFFFF) rather than JSON (an array, `[`). */
 export const isArrowBatch = (b: Uint8Array): boolean => b.length >= 4 && b[0] === 0xff && b[1] === 0xff && b[2] === 0xff && b[3] === 0xff
 
@@ -213,15 +221,17 @@ export class Tail {
 
   /**
    * The staged batches from the first on whose seqs follow on in one log generation (a group numbers its parts from
-   * its first seq), or a single Arrow batch. Batches are logged in seq order but may be handed over out of it; the rest wait for the next turn.
+   * its first seq), all JSON or all Arrow. Batches are logged in seq order but may be handed over out of it; the rest
+   * wait for the next turn. An Arrow group holds at most ARROW_GROUP_PARTS parts: its append runs on the event loop.
    */
   private takeRun(): Staged[] {
-    // An Arrow batch goes alone: its append runs on the event loop (see moveArrow), so batches go one per turn.
-    if (isArrowBatch(this.staged[0]!.batch)) return this.staged.splice(0, 1)
+    const arrow = isArrowBatch(this.staged[0]!.batch)
     let n = 1
+    let parts = this.staged[0]!.count ?? 0
     for (; n < this.staged.length; n++) {
       const [a, b] = [this.staged[n - 1]!, this.staged[n]!]
-      if (a.count === undefined || b.gen !== a.gen || b.base !== a.base + BigInt(a.count) || isArrowBatch(b.batch)) break
+      if (a.count === undefined || b.gen !== a.gen || b.base !== a.base + BigInt(a.count) || isArrowBatch(b.batch) !== arrow) break
+      if (arrow && (parts += b.count ?? 0) > ARROW_GROUP_PARTS) break
     }
     return this.staged.splice(0, n)
   }
@@ -349,12 +359,15 @@ export class Tail {
 
   /**
    * A group of Arrow batches into the tail table through an appender (see appendPartsBatch): one flush, one
-   * transaction, for the group. Synchronous, on the event loop: a live group is one batch (takeRun) of at most
-   * ARROW_MAX_PARTS parts (parts-batch.ts), ~10 µs a part; a replay's group is larger and nothing else is served meanwhile. A flush that
-   * fails leaves its rows in the appender, and a later flush or close would append them after all, so the appender
-   * is cleared and dropped and the group's retry starts from nothing.
+   * transaction, for the group. Synchronous, on the event loop: a live group holds at most ARROW_GROUP_PARTS parts
+   * (or one batch of at most ARROW_MAX_PARTS: parts-batch.ts), ~10 µs a part; a replay's group is larger and nothing
+   * else is served meanwhile. A flush that fails leaves its rows in the appender, and a later flush or close would
+   * append them after all, so the appender is cleared and dropped and the group's retry starts from nothing.
    */
   private async moveArrow(group: Batch[]): Promise<number> {
+    // A turn of the event loop first: batches staged together would otherwise go one after another in microtasks,
+    // holding the loop for all of them (8 writers' batches of 500: ~40 ms).
+    await new Promise<void>((resolve) => setImmediate(resolve))
     if (!this.appender) {
       const appender = await this.appendConn.createAppender('call_parts')
       this.appender = { appender, types: Array.from({ length: appender.columnCount }, (_, i) => appender.columnType(i)) }
