@@ -19,8 +19,8 @@ import {
 } from './segments.js'
 import { walNumber } from './state.js'
 import { Storage, type Recovered } from './storage.js'
-import { Tail, isArrowBatch } from './tail.js'
-import { Wal, takeLock, walRecord } from './wal.js'
+import { Tail } from './tail.js'
+import { Wal, isArrowBatch, takeLock, walRecord } from './wal.js'
 
 /** Log records a replay could not add to the tail, kept (framed as in the log) rather than lost or blocking starts. */
 const QUARANTINE = 'quarantine.log'

@@ -6,6 +6,7 @@ import { Durations } from '../../core/durations.js'
 import { failpointCount, hit } from '../../core/failpoints.js'
 import { PART_COLUMNS, PART_READ_COLUMNS } from '../model.js'
 import { appendPartsBatch } from '../arrow/append-parts.js'
+import { isArrowBatch } from './wal.js'
 
 /** Tail rows also carry the number of the log they were appended to, so a flush takes exactly that log's parts. */
 const TAIL_COLUMNS = PART_COLUMNS + ', wal_gen INTEGER NOT NULL'
@@ -65,9 +66,6 @@ interface Batch {
  * loop for ~10-15 ms.
  */
 const ARROW_GROUP_PARTS = 1024
-
-/** Whether a batch is Arrow (partsBatch: an IPC stream, which opens with 0xFFFFFFFF) rather than JSON (an array, `[`). */
-export const isArrowBatch = (b: Uint8Array): boolean => b.length >= 4 && b[0] === 0xff && b[1] === 0xff && b[2] === 0xff && b[3] === 0xff
 
 interface Staged extends Batch {
   /** Its parts (unknown in a replay, which inserts one record at a time and counts what the insert added). */

@@ -131,7 +131,10 @@ function recordAt(data: Buffer, off: number): Buffer | null {
  * then cut off as a torn tail).
  */
 const payloadStart = (data: Buffer, at: number): boolean =>
-  data[at] === 0x5b || data[at] === 0x7b || (at + 4 <= data.length && data.readUInt32LE(at) === 0xffffffff)
+  data[at] === 0x5b || data[at] === 0x7b || isArrowBatch(data.subarray(at, at + 4))
+
+/** Whether a record's payload is Arrow (partsBatch: an IPC stream, which opens with 0xFFFFFFFF) rather than JSON (`[`). */
+export const isArrowBatch = (b: Uint8Array): boolean => b.length >= 4 && b[0] === 0xff && b[1] === 0xff && b[2] === 0xff && b[3] === 0xff
 
 /**
  * The offset after `from` where an intact record starts, or -1. The checksums tried are bounded (a few times the
