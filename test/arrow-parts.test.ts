@@ -107,6 +107,39 @@ t.test('an Arrow batch reaches the tail as the same rows as its JSON', async (t)
   await rm(dir, { recursive: true, force: true })
 })
 
+t.test('Arrow batches staged together go in as one group, numbered on from its first seq as the JSON group is', async (t) => {
+  const db = await DuckDBInstance.create(':memory:')
+  const conn = await db.connect()
+  const dir = tempDir('arrow-group-')
+  const tail = await Tail.create(conn, `${dir}/files`, await db.connect())
+  // Batches larger than a chunk of the scan (512 rows) and smaller; up to ARROW_GROUP_PARTS (8,192) in a group.
+  const sizes = [3, 1000, 600, 1, 700, 2, 1024]
+  const all = fc.sample(
+    part.filter((p) => allExact([p])),
+    { numRuns: sizes.reduce((a, b) => a + b), seed: 16 },
+  )
+  const batches = sizes.map((n, i) => all.slice(sizes.slice(0, i).reduce((a, b) => a + b, 0)).slice(0, n))
+  const bases = sizes.map((_, i) => 100n + BigInt(sizes.slice(0, i).reduce((a, b) => a + b, 0)))
+  const load = (gen: number, encode: (ps: CallPart[]) => Buffer) =>
+    Promise.all(batches.map((ps, i) => tail.insert(encode(ps), bases[i]!, gen, ps.length)))
+  const json = await load(1, encodeParts)
+  const arrow = await load(2, (ps) => Buffer.from(partsBatch(ps)!))
+  t.ok(
+    arrow.some((n, i) => n > sizes[i]!),
+    `batches went in together (parts a batch's group added: ${arrow.join(', ')})`,
+  )
+  t.same(json, arrow, 'grouped alike')
+  const rows = async (gen: number) =>
+    (await conn.runAndReadAll(`SELECT * EXCLUDE (wal_gen) FROM call_parts WHERE wal_gen = ${gen} ORDER BY seq`)).getRowsJS()
+  const [a, b] = [await rows(1), await rows(2)]
+  t.equal(b.length, all.length, 'every part')
+  t.same(b, a, 'the same rows, numbered the same')
+  tail.close()
+  conn.closeSync()
+  db.closeSync()
+  await rm(dir, { recursive: true, force: true })
+})
+
 t.test('partsBatch refuses what it cannot hold as the JSON would reach the tail', async (t) => {
   const base: CallPart = { kind: 'start', project_id: 'p', id: 'i', started_us: 1 }
   t.ok(partsBatch([base]), 'a plain part')

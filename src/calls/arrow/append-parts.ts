@@ -1,53 +1,46 @@
 import bindings, { type Vector } from '@duckdb/node-bindings'
-import { DuckDBDataChunk, type DuckDBAppender, type DuckDBType } from '@duckdb/node-api'
+import type { DuckDBDataChunk } from '@duckdb/node-api'
 import { tableFromIPC, type Data, type Int64, type List, type Struct, type Utf8 } from 'apache-arrow'
 import { INT_FIELDS, MICROS_FIELDS, PART_BATCH_FIELDS, STRING_FIELDS, USAGE_FIELDS } from '../model.js'
 
 const PARTS_NAMES = PART_BATCH_FIELDS.join()
 
 /**
- * Appends a parts batch (partsBatch's Arrow IPC bytes) to the tail table through `appender`, its parts numbered
- * from `base`, with log generation `gen`; returns the number of parts. The columns go into DuckDB's vectors as
- * they are: text as its UTF-8 bytes, integers and microseconds (DuckDB's TIMESTAMP) as one copy of their 8-byte
- * values, validity as Arrow's bitmap (the same bit order as DuckDB's). In process on the ingest bench's calls this
- * took ~10 µs of CPU a part against ~19 for the same batch through DuckDB's JSON reader (bench/README, 2026-12-06
- * late night); most of what is left is DuckDB's own append to the table. The calls are the binding functions
- * @duckdb/node-api makes itself for the same vectors (see raw-columns.ts for the reading side).
- *
- * Synchronous, on the caller's thread: a batch of 500 parts takes a few milliseconds. Nothing is in the table until
- * the appender is flushed (the caller's step; see Tail.moveArrow).
+ * A parts batch (partsBatch's Arrow IPC bytes) into DuckDB data chunks of the tail table's columns (see ArrowGroupScan,
+ * which hands them to an insert). The columns go into DuckDB's vectors as they are: text as its UTF-8 bytes, integers
+ * and microseconds (DuckDB's TIMESTAMP) as one copy of their 8-byte values, validity as Arrow's bitmap (the same bit
+ * order as DuckDB's). In process on the ingest bench's calls, batch and insert took ~10 µs of CPU a part against ~19
+ * for the same batch through DuckDB's JSON reader (bench/README, 2026-12-06 late night); most of it is DuckDB's own
+ * append to the table. The calls are the binding functions @duckdb/node-api makes itself for the same vectors (see
+ * raw-columns.ts for the reading side). Synchronous, on the caller's thread: ~6 µs a part, most of it one binding
+ * call a text value.
  */
-export function appendPartsBatch(
-  appender: DuckDBAppender,
-  ipc: Uint8Array,
-  base: bigint,
-  gen: number,
-  types: readonly DuckDBType[],
-): number {
+
+/** A parts batch's columns (partsBatch's Arrow IPC bytes, checked to be the tail's fields), or null when it has no rows. */
+export function partsColumns(ipc: Uint8Array): Data[] | null {
   const table = tableFromIPC(ipc)
   const names = table.schema.fields.map((f) => f.name).join()
   if (names !== PARTS_NAMES) throw new Error(`An Arrow parts batch with other columns than the tail's: ${names.slice(0, 200)}`)
   const batch = table.batches[0]
-  if (!batch) return 0
-  const cols = batch.data.children as Data[]
-  const n = batch.numRows
-  for (let from = 0; from < n; from += VECTOR) {
-    const m = Math.min(VECTOR, n - from)
-    const chunk = DuckDBDataChunk.create(types, m)
-    const vec = (i: number) => bindings.data_chunk_get_vector(chunk.chunk, i)
-    const seqs = new BigInt64Array(m)
-    for (let j = 0; j < m; j++) seqs[j] = base + BigInt(from + j)
-    bindings.copy_data_to_vector(vec(0), 0, seqs.buffer, 0, 8 * m)
-    for (const [table, arrow, write] of LAYOUT) write(vec(table), cols[arrow]!, from, m)
-    bindings.copy_data_to_vector(vec(TAIL_WIDTH - 1), 0, new Int32Array(m).fill(gen).buffer, 0, 4 * m)
-    chunk.rowCount = m
-    appender.appendDataChunk(chunk)
-  }
-  return n
+  return batch && batch.numRows > 0 ? (batch.data.children as Data[]) : null
+}
+
+/**
+ * Rows [from, from + m) of a parts batch's columns into `chunk` (the tail table's columns, m at most VECTOR), numbered
+ * from `seq`, with log generation `gen`; sets the chunk's row count.
+ */
+export function fillPartsChunk(chunk: DuckDBDataChunk, cols: Data[], from: number, m: number, seq: bigint, gen: number): void {
+  chunk.rowCount = m
+  const vec = (i: number) => bindings.data_chunk_get_vector(chunk.chunk, i)
+  const seqs = new BigInt64Array(m)
+  for (let j = 0; j < m; j++) seqs[j] = seq + BigInt(j)
+  bindings.copy_data_to_vector(vec(0), 0, seqs.buffer, 0, 8 * m)
+  for (const [table, arrow, write] of LAYOUT) write(vec(table), cols[arrow]!, from, m)
+  bindings.copy_data_to_vector(vec(TAIL_WIDTH - 1), 0, new Int32Array(m).fill(gen).buffer, 0, 4 * m)
 }
 
 /** DuckDB's vector size: a data chunk holds at most this many rows. */
-const VECTOR = bindings.vector_size()
+export const VECTOR = bindings.vector_size()
 /** The tail table's columns: seq, the batch's fields, wal_gen (see TAIL_COLUMNS and PARTS_SCHEMA). */
 const TAIL_WIDTH = STRING_FIELDS.length + MICROS_FIELDS.length + INT_FIELDS.length + 3 + 2
 

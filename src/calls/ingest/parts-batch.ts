@@ -4,7 +4,7 @@ import { RawJson } from './raw-json.js'
 
 /**
  * A batch of call parts as one Arrow record batch (IPC stream bytes), the form in which an ingest worker hands a
- * batch to the tail (see appendPartsBatch): text as UTF-8 with offsets, microseconds and counters as 64-bit
+ * batch to the tail (see fillPartsChunk): text as UTF-8 with offsets, microseconds and counters as 64-bit
  * integers, the ref lists and the usage rows as lists. The tail copies these columns into DuckDB's vectors, where a
  * JSON batch had DuckDB's JSON reader parse every part again (the log keeps the JSON record: replays and the
  * ClickHouse backend read it). The columns hold exactly what that reader would have stored, or there is no batch
@@ -33,22 +33,24 @@ export function partsBatch(parts: readonly CallPart[]): Uint8Array | null {
 }
 
 /**
- * The fewest parts an Arrow batch holds: its append has a fixed cost per batch (decoding the IPC stream, DuckDB's
- * chunks and the appender's flush: ~2 ms) that JSON batches, grouped into one statement, amortise better. Through the
+ * The fewest parts an Arrow batch holds: its insert has a fixed cost per batch (decoding the IPC stream, DuckDB's
+ * chunks, and when it was appended, the appender's flush: ~2 ms) that JSON batches, grouped into one statement, amortise
+ * better. Through the
  * store (bench/tail-insert, CPU per 1,000 parts, median, Arrow against JSON): 41 vs 24 ms at batches of 100, 32.6 vs
  * 35.9 at 250, 26 vs 34 at 500.
  */
 export const ARROW_MIN_PARTS = 256
 
 /**
- * The most parts an Arrow batch holds: the tail appends one on the event loop at ~10 µs a part, so this bounds that
- * pause to ~10 ms; a larger batch is logged as JSON, which DuckDB reads on its own threads.
+ * The most parts an Arrow batch holds; a larger batch is logged as JSON, which DuckDB reads on its own threads. The tail
+ * fills an Arrow batch's rows into DuckDB's chunks on the event loop (~6 µs a part, a chunk at a time) and once appended
+ * them there too (~10 µs a part more), which this bound kept to ~10 ms a batch.
  */
 export const ARROW_MAX_PARTS = 1024
 
 const USAGE_TYPE = new Struct([new Field('model', new Utf8(), true), ...USAGE_FIELDS.map((f) => new Field(f, new Int64(), true))])
 
-/** The batch's columns (PART_BATCH_FIELDS; see appendPartsBatch). */
+/** The batch's columns (PART_BATCH_FIELDS; see fillPartsChunk). */
 const PARTS_SCHEMA = new Schema([
   ...STRING_FIELDS.map((f) => new Field(f, new Utf8(), true)),
   ...[...MICROS_FIELDS, ...INT_FIELDS].map((f) => new Field(f, new Int64(), true)),

@@ -1,11 +1,11 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { listValue, type DuckDBAppender, type DuckDBConnection, type DuckDBPreparedStatement, type DuckDBType } from '@duckdb/node-api'
+import { listValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api'
 import { DomainError, diskFull, outOfMemory } from '../../core/errors.js'
 import { Durations } from '../../core/durations.js'
 import { failpointCount, hit } from '../../core/failpoints.js'
 import { PART_COLUMNS, PART_READ_COLUMNS } from '../model.js'
-import { appendPartsBatch } from '../arrow/append-parts.js'
+import { ArrowGroupScan, ARROW_SCAN_SQL } from '../arrow/parts-scan.js'
 import { isArrowBatch } from './wal.js'
 
 /** Tail rows also carry the number of the log they were appended to, so a flush takes exactly that log's parts. */
@@ -60,12 +60,10 @@ interface Batch {
 }
 
 /**
- * The most parts of Arrow batches appended in one flush of the appender (one transaction; see moveArrow). A flush has
- * a fixed cost of ~2 ms (DuckDB sets up the appended rows' storage for every column), so one per batch of 100 parts
- * took ~1.7x the CPU of the JSON path through the store (bench/tail-insert); a group of ~1,000 parts holds the event
- * loop for ~10-15 ms.
+ * The most parts of Arrow batches in one statement (see moveArrow): the batches' columns are decoded and held until it
+ * commits. Their rows are filled in on the event loop a chunk at a time, so a group's size does not hold it.
  */
-const ARROW_GROUP_PARTS = 1024
+const ARROW_GROUP_PARTS = 8192
 
 interface Staged extends Batch {
   /** Its parts (unknown in a replay, which inserts one record at a time and counts what the insert added). */
@@ -103,8 +101,9 @@ export class Tail {
   /** The writer connection's last tail statement group (see serial). */
   private last: Promise<unknown> = Promise.resolve()
   private moveStmt?: DuckDBPreparedStatement
-  /** Appends Arrow batches (see moveArrow), on a connection of its own, and the table's column types. */
-  private appender?: { appender: DuckDBAppender; types: DuckDBType[] }
+  /** Inserts Arrow groups (see moveArrow), on a connection of its own, and the scan it reads them from. */
+  private arrowStmt?: DuckDBPreparedStatement
+  private arrowScan?: ArrowGroupScan
   /** Batches handed to the tail, and those through (in order: groups go in FIFO). */
   private stagedTotal = 0
   private movedTotal = 0
@@ -122,9 +121,8 @@ export class Tail {
   ) {}
 
   /**
-   * Creates the tail table on the writer connection; group files go in `fileDir` (emptied here). Arrow batches are
-   * appended on `appendConn`: an appender's flush is synchronous, and on a connection busy with a statement (the
-   * writer's flushes) it would wait for that statement on the event loop.
+   * Creates the tail table on the writer connection; group files go in `fileDir` (emptied here). Arrow groups go in
+   * on `appendConn` (see moveArrow), so that a JSON group's insert on the writer does not wait for theirs.
    */
   static async create(writer: DuckDBConnection, fileDir: string, appendConn: DuckDBConnection = writer): Promise<Tail> {
     await fs.rm(fileDir, { recursive: true, force: true })
@@ -220,7 +218,7 @@ export class Tail {
   /**
    * The staged batches from the first on whose seqs follow on in one log generation (a group numbers its parts from
    * its first seq), all JSON or all Arrow. Batches are logged in seq order but may be handed over out of it; the rest
-   * wait for the next turn. An Arrow group holds at most ARROW_GROUP_PARTS parts: its append runs on the event loop.
+   * wait for the next turn. An Arrow group holds at most ARROW_GROUP_PARTS parts.
    */
   private takeRun(): Staged[] {
     const arrow = isArrowBatch(this.staged[0]!.batch)
@@ -330,57 +328,41 @@ export class Tail {
       await this.writer.run('ROLLBACK').catch(() => {})
       throw e
     }
-    // The insert was prepared against the old table, and the appender made for it.
+    // The inserts were prepared against the old table.
     this.moveStmt?.destroySync()
     this.moveStmt = undefined
-    this.dropAppender()
+    this.arrowStmt?.destroySync()
+    this.arrowStmt = undefined
   }
 
-  /** Closes the appender and its connection (the store is closing; every batch is in). */
+  /** Closes the Arrow inserts' connection (the store is closing; every batch is in). */
   close(): void {
-    this.dropAppender()
+    this.arrowStmt?.destroySync()
+    this.arrowStmt = undefined
     if (this.appendConn !== this.writer) this.appendConn.closeSync()
   }
 
-  /** Closes the appender, first clearing whatever a failed flush left in it (closing flushes: see moveArrow). */
-  private dropAppender(): void {
-    const a = this.appender?.appender
-    this.appender = undefined
-    if (!a) return
-    try {
-      a.clear()
-      a.closeSync()
-    } catch {
-      // An appender that cannot close holds nothing: it was cleared, or clearing failed with nothing left to flush.
-    }
-  }
-
   /**
-   * A group of Arrow batches into the tail table through an appender (see appendPartsBatch): one flush, one
-   * transaction, for the group. Synchronous, on the event loop: a live group holds at most ARROW_GROUP_PARTS parts
-   * (or one batch of at most ARROW_MAX_PARTS: parts-batch.ts), ~10 µs a part; a replay's group is larger and nothing
-   * else is served meanwhile. A flush that fails leaves its rows in the appender, and a later flush or close would
-   * append them after all, so the appender is cleared and dropped and the group's retry starts from nothing.
+   * A group of Arrow batches into the tail table: one `INSERT ... SELECT` from a table function that hands DuckDB the
+   * batches' rows a data chunk at a time (ArrowGroupScan). The statement runs on DuckDB's side of the binding (a
+   * libuv thread): the event loop only fills each chunk from the Arrow buffers when DuckDB asks for it (~6 µs a part),
+   * between other work. Through an appender, whose flush is synchronous, DuckDB's append and commit (~10 µs a part)
+   * ran on the event loop too, and a group of 1,000 parts held it for 10-30 ms (bench/README, 2026-12-07). A failed
+   * statement adds nothing, as a JSON group's.
    */
   private async moveArrow(group: Batch[]): Promise<number> {
-    // A turn of the event loop first: batches staged together would otherwise go one after another in microtasks,
-    // holding the loop for all of them (8 writers' batches of 500: ~40 ms).
-    await new Promise<void>((resolve) => setImmediate(resolve))
-    if (!this.appender) {
-      const appender = await this.appendConn.createAppender('call_parts')
-      this.appender = { appender, types: Array.from({ length: appender.columnCount }, (_, i) => appender.columnType(i)) }
+    if (!this.arrowScan) {
+      this.arrowScan = new ArrowGroupScan()
+      this.appendConn.registerTableFunction(this.arrowScan.function(await this.tailColumns()))
     }
-    const { appender, types } = this.appender
-    try {
-      // Numbered by place from the group's first seq, as a JSON group is (the group's seqs follow on: see takeRun).
-      let n = 0
-      for (const g of group) n += appendPartsBatch(appender, g.batch, group[0]!.base + BigInt(n), g.gen, types)
-      appender.flushSync()
-      return n
-    } catch (e) {
-      this.dropAppender()
-      throw e
-    }
+    this.arrowStmt ??= await this.appendConn.prepare(ARROW_SCAN_SQL)
+    return this.arrowScan.run(group, () => this.arrowStmt!.run())
+  }
+
+  /** The tail table's column names and types, for the Arrow scan's result. */
+  private async tailColumns() {
+    const r = await this.appendConn.run('SELECT * FROM call_parts LIMIT 0')
+    return { names: r.columnNames(), types: r.columnTypes() }
   }
 
   /**
