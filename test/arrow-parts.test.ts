@@ -134,6 +134,17 @@ t.test('Arrow batches staged together go in as one group, numbered on from its f
   const [a, b] = [await rows(1), await rows(2)]
   t.equal(b.length, all.length, 'every part')
   t.same(b, a, 'the same rows, numbered the same')
+  // Compared in SQL as well as read back (the text went in as entries pointing into one copy of a chunk's bytes).
+  const texts = ['project_id', 'id', 'op_name', 'attributes', 'inputs', 'output', 'summary', 'exception', 'input_refs']
+  const same = await conn.runAndReadAll(
+    `SELECT ${texts.map((c) => `count(*) FILTER (WHERE j.${c} IS NOT DISTINCT FROM a.${c})`).join(', ')}
+     FROM call_parts j JOIN call_parts a ON j.seq = a.seq AND j.wal_gen = 1 AND a.wal_gen = 2`,
+  )
+  t.same(
+    same.getRowsJS()[0]!.map(Number),
+    texts.map(() => all.length),
+    'equal in SQL too',
+  )
   tail.close()
   conn.closeSync()
   db.closeSync()

@@ -12,8 +12,7 @@ const PARTS_NAMES = PART_BATCH_FIELDS.join()
  * order as DuckDB's). In process on the ingest bench's calls, batch and insert took ~10 µs of CPU a part against ~19
  * for the same batch through DuckDB's JSON reader (bench/README, 2026-12-06 late night); most of it is DuckDB's own
  * append to the table. The calls are the binding functions @duckdb/node-api makes itself for the same vectors (see
- * raw-columns.ts for the reading side). Synchronous, on the caller's thread: ~6 µs a part, most of it one binding
- * call a text value.
+ * raw-columns.ts for the reading side). Synchronous, on the caller's thread.
  */
 
 /** A parts batch's columns (partsBatch's Arrow IPC bytes, checked to be the tail's fields), or null when it has no rows. */
@@ -81,15 +80,47 @@ function writeValidity(v: Vector, d: Data, from: number, m: number): void {
   bindings.copy_data_to_vector_validity(v, 0, out.buffer as ArrayBuffer, out.byteOffset, out.byteLength)
 }
 
+/**
+ * Text rows as DuckDB's strings: each row a duckdb_string_t of 16 bytes (the C API's layout, read the same way in
+ * raw-columns.ts): its length, then its bytes inline (12 or fewer) or its first 4 bytes and a pointer. The rows'
+ * bytes, one run in Arrow's buffer, go into the vector's string heap in one call (assigned to row 0, whose entry then
+ * says where the copy is); each longer row points into that copy, and all the entries go in as one copy. One binding
+ * call a row (vector_assign_string_element_len, which copies each string on its own) took ~0.4 µs a value, most of the
+ * ~6 µs a part the event loop spent filling chunks.
+ */
 function writeText(v: Vector, d: Data<Utf8>, from: number, m: number): void {
   const offsets = d.valueOffsets
   const bytes = d.values
   const valid = d.nullCount === 0 ? null : d.nullBitmap
-  for (let j = 0; j < m; j++) {
-    const r = d.offset + from + j
-    if (valid && !(valid[r >> 3]! & (1 << (r & 7)))) continue
-    bindings.vector_assign_string_element_len(v, j, bytes.subarray(offsets[r]!, offsets[r + 1]!))
+  const first = d.offset + from
+  const start = offsets[first]!
+  const end = offsets[first + m]!
+  // Where the heap copy starts (as a number: x86-64 and arm64 addresses fit in 48 bits).
+  let heap = 0
+  if (end - start > 12) {
+    bindings.vector_assign_string_element_len(v, 0, bytes.subarray(start, end))
+    const entry = new DataView(bindings.vector_get_data(v, 16).slice(0, 16).buffer)
+    heap = entry.getUint32(8, true) + entry.getUint32(12, true) * 2 ** 32
   }
+  const entries = new Uint8Array(16 * m)
+  const words = new DataView(entries.buffer)
+  for (let j = 0; j < m; j++) {
+    const r = first + j
+    if (valid && !(valid[r >> 3]! & (1 << (r & 7)))) continue
+    const at = offsets[r]!
+    const len = offsets[r + 1]! - at
+    const e = 16 * j
+    words.setUint32(e, len, true)
+    if (len <= 12) {
+      for (let k = 0; k < len; k++) entries[e + 4 + k] = bytes[at + k]!
+      continue
+    }
+    for (let k = 0; k < 4; k++) entries[e + 4 + k] = bytes[at + k]!
+    const ptr = heap + (at - start)
+    words.setUint32(e + 8, ptr % 2 ** 32, true)
+    words.setUint32(e + 12, Math.floor(ptr / 2 ** 32), true)
+  }
+  bindings.copy_data_to_vector(v, 0, entries.buffer, 0, entries.byteLength)
   writeValidity(v, d, from, m)
 }
 
