@@ -1,10 +1,11 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import zlib from 'node:zlib'
-import type { DuckDBBlobVector, DuckDBConnection, DuckDBDataChunk } from '@duckdb/node-api'
+import type { DuckDBConnection, DuckDBDataChunk } from '@duckdb/node-api'
 import { hit } from '../../core/failpoints.js'
 import { createLogger } from '../../core/log.js'
 import { blockRowsSql } from '../page-rows.js'
+import { rawUtf8, rawValidity, rawWords } from '../arrow/raw-columns.js'
 import { sqlPath } from './parquet.js'
 import { checkName } from './segments.js'
 
@@ -32,6 +33,8 @@ export const pageBlocksLayout = {
 /** `WEFT_PAGE_BLOCKS=off`: pages fetch their calls by id as before even where block files exist (to compare). */
 export const pageBlocksRead = () => process.env.WEFT_PAGE_BLOCKS !== 'off'
 
+/** Blocks deflated between turns of the event loop (~0.4 ms each at 32 calls of ~2.7 KB). */
+const YIELD_BLOCKS = 8
 const MAGIC = Buffer.from('WEFTBLK1')
 const NEWLINE = Buffer.from('\n')
 /** magic (8) | footer offset (f64) | footer length (u32) | blocks (u32) | calls (u32) | calls a block (u32). */
@@ -50,7 +53,7 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
   const tmp = file + '.tmp'
   const rows = blockRowsSql(sqlPath(segmentPath))
   // No ORDER BY: the scan keeps the file's order (DuckDB's preserve_insertion_order); checked row by row below. Each
-  // row's JSON comes as its UTF-8 bytes (encode: a BLOB, read with getItemBytes), not as a JavaScript string: a block
+  // row's JSON comes as its UTF-8 bytes (encode: a BLOB, read in bulk by chunkRows), not as a JavaScript string: a block
   // is its rows' bytes joined by newlines, deflated. Decoding 300,000 rows of ~2.7 KB into strings, joining them and
   // encoding them again for zlib took 4.6-6.3 s of CPU, mostly the main thread's, against 3.3-3.5 s this way, the
   // blocks byte for byte the same (bench/README, 2026-12-06 night).
@@ -63,13 +66,10 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
     let pos = 0
     let calls = 0
     let pending: Uint8Array[] = []
-    // A chunk's blocks deflated here, synchronously, and written in one piece: ~50 µs of CPU a 32-call block (a few ms
-    // of the event loop a chunk). zlib.deflate on the pool and a write a block (a pool round trip and a zlib stream
-    // each) degraded under load: a 1M store's block files took 38-42 s of CPU at load ~4 against 10-12 s this way.
-    // On a quiet machine the two differ by ~12 % (DuckDB's JSON of each row is most of the write there).
+    // A chunk's blocks written in one piece.
     const write = async (texts: Buffer[]) => {
       if (!texts.length) return
-      const blocks = texts.map((x) => zlib.deflateSync(x, { level: 1 }))
+      const blocks = await deflateBlocks(texts)
       const start = pos
       for (const b of blocks) {
         pos += b.length
@@ -103,21 +103,42 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
   await fs.rename(tmp, file)
 }
 
+/**
+ * A chunk's blocks deflated here, synchronously: ~50 µs of CPU a 32-call block. zlib.deflate on the pool and a write a
+ * block (a pool round trip and a zlib stream each) degraded under load: a 1M store's block files took 38-42 s of CPU at
+ * load ~4 against 10-12 s this way; on a quiet machine the two differ by ~12 % (DuckDB's JSON of each row is most of
+ * the write there). A turn of the event loop after every YIELD_BLOCKS blocks: at sustained ingest a chunk's 64 blocks
+ * held it for 25-30 ms in one go (bench/README, 2026-12-07), the largest event-loop delays of the run.
+ */
+async function deflateBlocks(texts: Buffer[]): Promise<Buffer[]> {
+  const blocks: Buffer[] = []
+  for (let i = 0; i < texts.length; i++) {
+    if (i > 0 && i % YIELD_BLOCKS === 0) await new Promise<void>((resolve) => setImmediate(resolve))
+    blocks.push(zlib.deflateSync(texts[i]!, { level: 1 }))
+  }
+  return blocks
+}
+
 /** A block's text: its rows' JSON joined by newlines. */
 const joined = (rows: Uint8Array[]) => Buffer.concat(rows.flatMap((r, i) => (i ? [NEWLINE, r] : [r])))
 
-/** A chunk's rows' JSON bytes (column 1), checked to be the segment's rows from `first` on (column 0). */
+/**
+ * A chunk's rows' JSON bytes (column 1), checked to be the segment's rows from `first` on (column 0). Read in bulk
+ * (rawUtf8: one copy of the chunk's bytes, each row a view into it): getItemBytes, one binding call a row, took ~3.5 µs
+ * a row of the event loop under ingest.
+ */
 function chunkRows(chunk: DuckDBDataChunk, first: number, segmentPath: string): Uint8Array[] {
-  const numbers = chunk.getColumnValues(0)
-  const json = chunk.getColumnVector(1) as DuckDBBlobVector
+  const n = chunk.rowCount
+  const numbers = new BigInt64Array(rawWords(chunk, 0, n, rawValidity(chunk, 0, n)))
+  const valid = rawValidity(chunk, 1, n)
+  const { valueOffsets, data } = rawUtf8(chunk, 1, n, valid)
   const out: Uint8Array[] = []
-  for (let i = 0; i < chunk.rowCount; i++) {
+  for (let i = 0; i < n; i++) {
     const row = first + i
     if (Number(numbers[i]) !== row) throw new Error(`block file of ${segmentPath}: row ${String(numbers[i])} came as row ${row}`)
-    const bytes = json.getItemBytes(i)
-    if (bytes === null) throw new Error(`block file of ${segmentPath}: row ${row} has no JSON`)
-    // Up to 12 bytes are a view into the chunk's own memory, which a later chunk may not keep: copied.
-    out.push(bytes.length <= 12 ? Buffer.from(bytes) : bytes)
+    if (valid.nullBitmap && !(valid.nullBitmap[i >> 3]! & (1 << (i & 7))))
+      throw new Error(`block file of ${segmentPath}: row ${row} has no JSON`)
+    out.push(data.subarray(valueOffsets[i]!, valueOffsets[i + 1]!))
   }
   return out
 }
