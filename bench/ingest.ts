@@ -95,8 +95,39 @@ async function peerRuns(calls: number): Promise<{ calls_per_s: number }[]> {
   return out
 }
 
+/** The results file: the setup and what was measured so far. */
+function resultsDoc(results: Record<string, unknown>) {
+  return {
+    bench: 'ingest',
+    weft_version: VERSION,
+    date: new Date().toISOString(),
+    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
+    setup: {
+      endpoint: '/call/upsert_batch',
+      load: 'weft bench trace (fresh ids per batch)',
+      durability: 'fdatasync per group commit',
+      writers,
+      duration_s: duration,
+      runs,
+      server_cpus: serverCpus,
+      load_cpu: loadCpu,
+      access_log: true,
+      // Issue 16: at least 30,000 calls/s at batches of 500, and at least 1.1x the peer's in the same run.
+      target_calls_per_s: 30_000,
+      peer: peerDuration > 0 ? `chdb in process, call_parts MergeTree, JSONEachRow, ${peerDuration} s a run` : null,
+    },
+    results,
+  }
+}
+
 async function main(): Promise<void> {
   const results: Record<string, unknown> = {}
+  // Written after each batch size as well as at the end, so a stopped bench keeps what it measured.
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-')
+  const outDir = path.join(ROOT_DIR, 'bench', 'results')
+  mkdirSync(outDir, { recursive: true })
+  const base = path.join(outDir, `ingest-${stamp}`)
+  const save = () => writeFileSync(base + '.json', JSON.stringify(resultsDoc(results), null, 2) + '\n')
   for (const b of batches) {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'weft-ingest-'))
     const server = await startWeft({ root: ROOT_DIR, dataDir: dir, key: KEY, cpus: serverCpus, env: { WEFT_ACCESS_LOG: 'true' } })
@@ -138,33 +169,9 @@ async function main(): Promise<void> {
       rss_mb: spread(per.map((x) => x.rss_mb)),
       store: final.calls,
     }
+    save()
   }
-  const stamp = new Date().toISOString().replace(/[:.]/g, '-')
-  const outDir = path.join(ROOT_DIR, 'bench', 'results')
-  mkdirSync(outDir, { recursive: true })
-  const doc = {
-    bench: 'ingest',
-    weft_version: VERSION,
-    date: new Date().toISOString(),
-    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
-    setup: {
-      endpoint: '/call/upsert_batch',
-      load: 'weft bench trace (fresh ids per batch)',
-      durability: 'fdatasync per group commit',
-      writers,
-      duration_s: duration,
-      runs,
-      server_cpus: serverCpus,
-      load_cpu: loadCpu,
-      access_log: true,
-      // Issue 16: at least 30,000 calls/s at batches of 500, and at least 1.1x the peer's in the same run.
-      target_calls_per_s: 30_000,
-      peer: peerDuration > 0 ? `chdb in process, call_parts MergeTree, JSONEachRow, ${peerDuration} s a run` : null,
-    },
-    results,
-  }
-  const base = path.join(outDir, `ingest-${stamp}`)
-  writeFileSync(base + '.json', JSON.stringify(doc, null, 2) + '\n')
+  save()
   type Spread = { min: number; median: number; max: number }
   const rows = batches.flatMap((b) => {
     const r = results[`batch_${b}`] as { calls_per_s: Spread; chdb?: { calls_per_s: Spread } }

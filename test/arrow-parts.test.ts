@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto'
 import { readFile, readdir, rm } from 'node:fs/promises'
 import path from 'node:path'
 import { DuckDBInstance } from '@duckdb/node-api'
+import { tableFromArrays, tableToIPC } from 'apache-arrow'
 import { encodeParts } from '../src/calls/ingest/encode.js'
 import { RawJson, parseWithRawValues } from '../src/calls/ingest/raw-json.js'
 import { prepareIngest } from '../src/calls/ingest/prepare.js'
@@ -145,6 +146,29 @@ t.test('Arrow batches staged together go in as one group, numbered on from its f
     texts.map(() => all.length),
     'equal in SQL too',
   )
+  tail.close()
+  conn.closeSync()
+  db.closeSync()
+  await rm(dir, { recursive: true, force: true })
+})
+
+t.test('an Arrow batch the insert cannot read fails its group alone and adds nothing', async (t) => {
+  const db = await DuckDBInstance.create(':memory:')
+  const conn = await db.connect()
+  const dir = tempDir('arrow-bad-')
+  const tail = await Tail.create(conn, `${dir}/files`, await db.connect())
+  const good = fc.sample(
+    part.filter((p) => allExact([p])),
+    { numRuns: 600, seed: 7 },
+  )
+  // A well-formed Arrow stream with other columns than a parts batch: the table function's scan refuses it.
+  const other = Buffer.from(tableToIPC(tableFromArrays({ id: ['a', 'b'], n: Int32Array.of(1, 2) }), 'stream'))
+  t.ok(isArrowBatch(other), 'read as an Arrow record')
+  await t.rejects(tail.insert(other, 1n, 3, 2), /other columns than the tail's/)
+  t.equal(Number((await conn.runAndReadAll('SELECT count(*) FROM call_parts')).getRowsJS()[0]![0]), 0, 'nothing added')
+  t.equal(await tail.insert(Buffer.from(partsBatch(good)!), 10n, 3, good.length), good.length, 'the next group goes in')
+  const seqs = (await conn.runAndReadAll('SELECT min(seq), max(seq), count(*) FROM call_parts')).getRowsJS()[0]!.map(Number)
+  t.same(seqs, [10, 10 + good.length - 1, good.length], 'numbered from its own first seq')
   tail.close()
   conn.closeSync()
   db.closeSync()

@@ -34,17 +34,18 @@ export function partsBatch(parts: readonly CallPart[]): Uint8Array | null {
 
 /**
  * The fewest parts an Arrow batch holds: its insert has a fixed cost per batch (decoding the IPC stream, DuckDB's
- * chunks, and when it was appended, the appender's flush: ~2 ms) that JSON batches, grouped into one statement, amortise
- * better. Through the
- * store (bench/tail-insert, CPU per 1,000 parts, median, Arrow against JSON): 41 vs 24 ms at batches of 100, 32.6 vs
- * 35.9 at 250, 26 vs 34 at 500.
+ * chunks; when batches were appended, also the appender's flush, ~2 ms) that JSON batches, grouped into one statement,
+ * amortise better, and a JSON insert leaves the event loop nearly free. Through the store (bench/tail-insert, CPU per
+ * 1,000 parts, median, Arrow against JSON): appended, 41 vs 24 ms at batches of 100, 32.6 vs 35.9 at 250, 26 vs 34 at
+ * 500; inserted through the table function with text as string entries (2026-12-07; 100 and 250 with this bound set to
+ * 1), 18 vs 17, 14 vs 18, 10 vs 18.
  */
 export const ARROW_MIN_PARTS = 256
 
 /**
- * The most parts an Arrow batch holds; a larger batch is logged as JSON, which DuckDB reads on its own threads. The tail
- * fills an Arrow batch's rows into DuckDB's chunks on the event loop (~6 µs a part, a chunk at a time) and once appended
- * them there too (~10 µs a part more), which this bound kept to ~10 ms a batch.
+ * The most parts an Arrow batch holds; a larger batch is logged as JSON, which DuckDB reads on its own threads. Set
+ * when the tail appended a batch on the event loop (~10 µs a part, so ~10 ms a batch); its rows are now filled 512 at a
+ * time (~1 µs a part) for an insert on DuckDB's thread, so the bound could rise, but batches past it are not measured.
  */
 export const ARROW_MAX_PARTS = 1024
 

@@ -345,7 +345,7 @@ export class Tail {
   /**
    * A group of Arrow batches into the tail table: one `INSERT ... SELECT` from a table function that hands DuckDB the
    * batches' rows a data chunk at a time (ArrowGroupScan). The statement runs on DuckDB's side of the binding (a
-   * libuv thread): the event loop only fills each chunk from the Arrow buffers when DuckDB asks for it (~6 µs a part),
+   * libuv thread): the event loop only fills each chunk from the Arrow buffers when DuckDB asks for it (~1 µs a part),
    * between other work. Through an appender, whose flush is synchronous, DuckDB's append and commit (~10 µs a part)
    * ran on the event loop too, and a group of 1,000 parts held it for 10-30 ms (bench/README, 2026-12-07). A failed
    * statement adds nothing, as a JSON group's.
