@@ -147,6 +147,39 @@ t.test('the fast path declines what it cannot vouch for; it never accepts invali
   t.same(escapedKey.batch[0]!.req.start.inputs, { a: 1 })
 })
 
+t.test('a control character anywhere in a long string is refused, at any alignment of the body; nothing else is', async (t) => {
+  // Strings past 48 bytes are checked four bytes at a time (Scanner.controlFree): every position of the character,
+  // every alignment of the body in its buffer, and bytes around the bound (0x1f refused; 0x20, 0x7f, UTF-8 accepted).
+  const wrap = (s: string) =>
+    `{"batch":[{"mode":"start","req":{"start":{"project_id":"e/p","op_name":"o","started_at":"2026-01-01T00:00:00Z","attributes":{},"inputs":{"a":"${s}"}}}}]}`
+  const base = 'q'.repeat(40) + 'é€ ~\u007f' + 'w'.repeat(41)
+  let refused = 0
+  let accepted = 0
+  for (const ch of ['\u0000', '\u0001', '\n', '\u001f', ' ', '\u007f', 'é']) {
+    for (let at = 0; at <= base.length; at += 1) {
+      const text = base.slice(0, at) + ch + base.slice(at)
+      const body = Buffer.from(wrap(text))
+      // The oracle: JSON.parse refuses a raw control character inside a string.
+      let valid = true
+      try {
+        JSON.parse(body.toString())
+      } catch {
+        valid = false
+      }
+      for (let shift = 0; shift < 4; shift++) {
+        const room = Buffer.alloc(body.length + 8)
+        body.copy(room, shift)
+        const got = parseWithRawValues(room.subarray(shift, shift + body.length), 'batch')
+        if ((got !== null) !== valid)
+          t.fail(`char ${JSON.stringify(ch)} at ${at}, shift ${shift}: ${got === null ? 'refused' : 'accepted'}`)
+        if (got === null) refused++
+        else accepted++
+      }
+    }
+  }
+  t.ok(refused > 0 && accepted > 0, `${refused} bodies refused, ${accepted} accepted, each as JSON.parse decides`)
+})
+
 t.test('calls ingested through the fast path read back exactly; hostile strings never poison the log', async (t) => {
   const dir = tempDir()
   t.teardown(() => rm(dir, { recursive: true, force: true }))

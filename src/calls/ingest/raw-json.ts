@@ -97,11 +97,37 @@ class Scanner {
   private nextBackslash = -1
   private readonly b: Uint8Array
   private readonly buf: Buffer
+  /** The body's bytes four at a time, from its first 4-aligned byte (`wordBase`), for controlFree. */
+  private readonly words: Uint32Array
+  private readonly wordBase: number
 
   constructor(body: Uint8Array) {
     // One concrete type for the byte loops (a Buffer here and a Uint8Array there makes them polymorphic).
     this.b = new Uint8Array(body.buffer, body.byteOffset, body.byteLength)
     this.buf = Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+    this.wordBase = Math.min((4 - (body.byteOffset & 3)) & 3, body.byteLength)
+    this.words = new Uint32Array(body.buffer, body.byteOffset + this.wordBase, (body.byteLength - this.wordBase) >>> 2)
+  }
+
+  /**
+   * Whether bytes [from, to) hold no control character (< 0x20, which JSON strings must escape). Four bytes a step: a
+   * word has a byte below 0x20 exactly when (w - 0x20202020) & ~w & 0x80808080 is not 0 (the "has less than" test of
+   * the bit-twiddling hacks, exact for a bound up to 0x80). A byte a step (~2 ns a byte) made the scan of the ingest
+   * bench's batches (1 KB strings) 12.1 µs a call against 10.7 this way (fastest of 30 rounds; medians 19.1 and 15.8).
+   */
+  private controlFree(from: number, to: number): boolean {
+    const b = this.b
+    const base = this.wordBase
+    let i = from
+    for (; i < to && (i < base || ((i - base) & 3) !== 0); i++) if (b[i]! < 0x20) return false
+    const words = this.words
+    const last = (to - base) >> 2
+    for (let w = (i - base) >> 2; w < last; w++) {
+      const x = words[w]!
+      if (((x - 0x20202020) & ~x & 0x80808080) !== 0) return false
+    }
+    for (i = Math.max(i, base + last * 4); i < to; i++) if (b[i]! < 0x20) return false
+    return true
   }
 
   /** The body with each raw value replaced by its stand-in. */
@@ -292,7 +318,7 @@ class Scanner {
         this.nextBackslash = x < 0 ? Infinity : x
       }
       const end = Math.min(q, this.nextBackslash)
-      for (let i = p; i < end; i++) if (b[i]! < 0x20) throw bail
+      if (!this.controlFree(p, end)) throw bail
       if (this.nextBackslash > q) {
         this.p = q + 1
         return escaped
