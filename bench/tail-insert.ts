@@ -1,15 +1,15 @@
 /**
  * The calls tail's insert, through the store, on the soak's calls (issue 18):
  *
- *   npm run build && node dist/bench/tail-insert.js [--rounds 10] [--records 20] [--in-flight 8] [--batch-size 100]
+ *   npm run build && node dist/bench/tail-insert.js [--rounds 10] [--records 20] [--in-flight 8] [--batch-size 500]
  *
  * `weft bench trace` bodies (batches of `--batch-size` calls, ~1 KB of inputs and of output) go through the ingest worker's
  * code (prepareIngest) once, beforehand. Each round then hands `--records` log records to CallStore.ingestRecord
  * three times, `--in-flight` at a time: as JSON (`now`: inputs, output and attributes sent without whitespace are JSON
  * strings, copied by DuckDB), as JSON before that (`before`: the same values as raw JSON, parsed and written again by
- * DuckDB), and as the Arrow batches the server's workers log (`arrow`: partsBatch, appended to the tail through
- * DuckDB's appender). Sides rotate; process CPU (every thread: DuckDB's too) per 1,000 parts, and the worker-side
- * encode of both JSON ways.
+ * DuckDB), and as the Arrow batches the server's workers log (`arrow`: partsBatch, inserted into the tail through the
+ * `weft_arrow_group()` table function, ArrowGroupScan). Sides rotate; process CPU (every thread: DuckDB's too) per
+ * 1,000 parts, and the worker-side encode of both JSON ways.
  * Writes bench/results/tail-insert-<stamp>.json.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -19,9 +19,10 @@ import { parseFlags } from '../src/core/config.js'
 import { ROOT_DIR } from '../src/core/version.js'
 import { CallStore } from '../src/calls/store.js'
 import { encodeParts } from '../src/calls/ingest/encode.js'
+import { ARROW_MAX_PARTS, ARROW_MIN_PARTS } from '../src/calls/ingest/parts-batch.js'
 import { prepareIngest } from '../src/calls/ingest/prepare.js'
 import { RawJson } from '../src/calls/ingest/raw-json.js'
-import { walRecord } from '../src/calls/storage/wal.js'
+import { isArrowBatch, walRecord } from '../src/calls/storage/wal.js'
 import type { CallPart } from '../src/calls/model.js'
 import { ingestBody } from '../src/bench/trace-load.js'
 import { traceOptions } from '../src/bench/trace-options.js'
@@ -31,7 +32,7 @@ const { flags } = parseFlags(process.argv.slice(2))
 const rounds = Number(flags.rounds ?? 10)
 const records = Number(flags.records ?? 20)
 const inFlight = Number(flags['in-flight'] ?? 8)
-const batchSize = Number(flags['batch-size'] ?? 100)
+const batchSize = Number(flags['batch-size'] ?? 500)
 const RAW_FIELDS = ['inputs', 'output', 'attributes'] as const
 
 /** A record's parts, read back from its JSON; with `raw`, the fields the fast path keeps as bytes become RawJson again. */
@@ -55,7 +56,9 @@ for (let i = 0; i < records; i++) {
   const r = await prepareIngest({ route: 'batch', body: Buffer.from(body), userId: 'bench', entities: null })
   const a = await prepareIngest({ route: 'batch', body, userId: 'bench', entities: null, arrow: true })
   if (!r.ok) throw new Error(r.message)
-  if (!a.ok || a.record[8] !== 0xff) throw new Error('no Arrow batch')
+  // A record is an 8-byte header (length, checksum) and its payload.
+  if (!a.ok || !isArrowBatch(a.record.subarray(8)))
+    throw new Error(`no Arrow batch: batches of ${ARROW_MIN_PARTS} to ${ARROW_MAX_PARTS} parts are Arrow (--batch-size)`)
   now.push(r.record)
   arrow.push(a.record)
   parts += r.count
