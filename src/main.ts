@@ -4,6 +4,7 @@ import path from 'node:path'
 import { ConfigError, DEFAULTS, loadConfig, parseFlags, SERVER_FILE } from './core/config.js'
 import { createLogger } from './core/log.js'
 import { progress } from './core/progress.js'
+import { lowerBackgroundThreads } from './core/thread-priority.js'
 import type { Catalog } from './catalog/db.js'
 import type { KeyInfo } from './catalog/keys.js'
 import type { keyInfoJson } from './api/admin.js'
@@ -25,7 +26,7 @@ Usage:
              [--inference-backend auto|tensorflow|wasm|cpu] [--model-replicas N]
              [--tool-call-parser hermes|llama3_json] [--reasoning-parser deepseek_r1|qwen3]
              [--storage embedded|clickhouse|chdb] [--clickhouse-url URL] [--clickhouse-database DB]
-             [--clickhouse-cluster NAME] [--chdb-path DIR] [--memory-limit SIZE]
+             [--clickhouse-cluster NAME] [--chdb-path DIR] [--memory-limit SIZE] [--background-nice 0-19]
   weft keys create --user USER [--name NAME] [--entities e1,e2] [--admin] [--data-dir D]
   weft keys list [--data-dir D]
   weft keys revoke KEY_ID [--data-dir D]
@@ -78,6 +79,8 @@ function firstKeyMessage(key: string, file: string | undefined): string {
 async function serve(flags: Record<string, string>): Promise<void> {
   const config = loadConfig(flags)
   const log = createLogger(config.logLevel)
+  // Before any worker starts: the event loop gets a core ahead of the other threads (core/thread-priority.ts).
+  lowerBackgroundThreads(config.backgroundNice)
   // The model workers start first and load TF.js and their weights on their own threads while this one loads the
   // server's modules (models.ts); startServer waits for them before it listens, and closes them if it fails.
   progress.useLogger(log)

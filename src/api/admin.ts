@@ -1,4 +1,5 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
+import { backgroundPriority } from '../core/thread-priority.js'
 import { KeyError, type KeyInfo, type KeyStore } from '../catalog/keys.js'
 import { duckdbMemory } from '../core/duckdb-memory.js'
 import { DomainError } from '../core/errors.js'
@@ -67,6 +68,8 @@ function processStats(d: AdminDeps, eld: IntervalHistogram) {
         samples: eld.count,
         resolution_ms: ELD_RESOLUTION_MS,
       },
+      // The nice value the server's other threads run at, so the event loop gets a core first (0: off).
+      background_priority: { ...backgroundPriority() },
       // DuckDB's figures per instance (limit, in memory, spilled) beside the process's: what holds the RSS.
       memory: { rss_bytes: mem.rss, heap_used_bytes: mem.heapUsed, external_bytes: mem.external, duckdb: await duckdbMemory() },
       storage: d.storage ?? { backend: 'embedded' },

@@ -72,6 +72,8 @@ export interface Config {
   storage: StorageConfig
   /** Bytes DuckDB may hold in memory, the calls store's and the catalog's instances together (past it they spill to disk). */
   memoryLimit: number
+  /** The nice value (0-19) of the server's threads other than the event loop's, so that it gets a core first; 0: off (see core/thread-priority.ts). */
+  backgroundNice: number
 }
 
 export const STORAGE_KINDS = ['embedded', 'clickhouse', 'chdb'] as const
@@ -122,6 +124,7 @@ export const DEFAULTS = {
   inferenceBackend: 'auto',
   modelReplicas: 1,
   inferenceThreads: 1,
+  backgroundNice: 10,
 }
 
 const FLAG_TO_ENV: Record<string, string> = {
@@ -165,6 +168,7 @@ const FLAG_TO_ENV: Record<string, string> = {
   'clickhouse-insert-settings': 'WEFT_CLICKHOUSE_INSERT_SETTINGS',
   'chdb-path': 'WEFT_CHDB_PATH',
   'memory-limit': 'WEFT_MEMORY_LIMIT',
+  'background-nice': 'WEFT_BACKGROUND_NICE',
 }
 
 export class ConfigError extends Error {}
@@ -272,6 +276,7 @@ export function loadConfig(flags: Record<string, string> = {}, env: NodeJS.Proce
     reasoningParser: get('reasoning-parser') ? oneOf('reasoning-parser', get('reasoning-parser'), REASONING_PARSERS, 'qwen3') : null,
     storage: storageConfig(get, dataDir),
     memoryLimit: byteSize('memory-limit', get('memory-limit'), defaultMemoryLimit()),
+    backgroundNice: int('background-nice', get('background-nice'), DEFAULTS.backgroundNice, 0, 19),
   }
 }
 

@@ -213,7 +213,7 @@ async function compactRange(
   await fs.rename(tmp, segPath)
   const bytes = (await fs.stat(segPath)).size
   // Its page index and block file are written beside it, before the manifest names any (see page-index.ts).
-  const derived = pageIndexWanted(s.manifest.segments) ? await writeSegmentIndex(conn, s.dir, segName, s.manifest) : {}
+  const derived = pageIndexWanted(s.manifest.segments) ? await writeSegmentIndex(conn, s, segName) : {}
   return { file: segName, rows: stats.n, min_seq: stats.lo, max_seq: stats.hi, bytes, level: 1, ...derived }
 }
 

@@ -33,8 +33,6 @@ export const pageBlocksLayout = {
 /** `WEFT_PAGE_BLOCKS=off`: pages fetch their calls by id as before even where block files exist (to compare). */
 export const pageBlocksRead = () => process.env.WEFT_PAGE_BLOCKS !== 'off'
 
-/** Blocks deflated between turns of the event loop (~0.4 ms each at 32 calls of ~2.7 KB). */
-const YIELD_BLOCKS = 8
 const MAGIC = Buffer.from('WEFTBLK1')
 const NEWLINE = Buffer.from('\n')
 /** magic (8) | footer offset (f64) | footer length (u32) | blocks (u32) | calls (u32) | calls a block (u32). */
@@ -47,9 +45,18 @@ const log = createLogger(process.env.WEFT_LOG_LEVEL || 'info')
  * row r of the segment (its `file_row_number`, which the page index keeps) is call r % perBlock of block
  * r / perBlock: a plain scan, no sort (sorting the rows newest first, as the index is, made the write ~1.3x
  * the CPU; a page's calls lie in different blocks either way).
+ *
+ * Blocks are deflated synchronously, ~50 µs of CPU a 32-call block: zlib.deflate on libuv's pool and a write a block
+ * (a pool round trip and a zlib stream each) degraded under load (a 1M store's block files took 38-42 s of CPU at load
+ * ~4 against 10-12 s). It runs on a worker thread with a DuckDB of its own (block-file-writer.ts): on the event loop,
+ * even in 3 ms slices, it was most of the loop's work during a compaction.
  */
-export async function writeBlockFile(maint: DuckDBConnection, segmentPath: string, file: string): Promise<void> {
-  const perBlock = pageBlocksLayout.perBlock
+export async function writeBlockFile(
+  maint: DuckDBConnection,
+  segmentPath: string,
+  file: string,
+  perBlock = pageBlocksLayout.perBlock,
+): Promise<void> {
   const tmp = file + '.tmp'
   const rows = blockRowsSql(sqlPath(segmentPath))
   // No ORDER BY: the scan keeps the file's order (DuckDB's preserve_insertion_order); checked row by row below. Each
@@ -69,7 +76,7 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
     // A chunk's blocks written in one piece.
     const write = async (texts: Buffer[]) => {
       if (!texts.length) return
-      const blocks = await deflateBlocks(texts)
+      const blocks = texts.map((t) => zlib.deflateSync(t, { level: 1 }))
       const start = pos
       for (const b of blocks) {
         pos += b.length
@@ -101,22 +108,6 @@ export async function writeBlockFile(maint: DuckDBConnection, segmentPath: strin
   await fh.close()
   hit('page-blocks.before-rename')
   await fs.rename(tmp, file)
-}
-
-/**
- * A chunk's blocks deflated here, synchronously: ~50 µs of CPU a 32-call block. zlib.deflate on the pool and a write a
- * block (a pool round trip and a zlib stream each) degraded under load: a 1M store's block files took 38-42 s of CPU at
- * load ~4 against 10-12 s this way; on a quiet machine the two differ by ~12 % (DuckDB's JSON of each row is most of
- * the write there). A turn of the event loop after every YIELD_BLOCKS blocks: at sustained ingest a chunk's 64 blocks
- * held it for 25-30 ms in one go (bench/README, 2026-12-07), the largest event-loop delays of the run.
- */
-async function deflateBlocks(texts: Buffer[]): Promise<Buffer[]> {
-  const blocks: Buffer[] = []
-  for (let i = 0; i < texts.length; i++) {
-    if (i > 0 && i % YIELD_BLOCKS === 0) await new Promise<void>((resolve) => setImmediate(resolve))
-    blocks.push(zlib.deflateSync(texts[i]!, { level: 1 }))
-  }
-  return blocks
 }
 
 /** A block's text: its rows' JSON joined by newlines. */

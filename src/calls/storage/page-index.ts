@@ -4,7 +4,7 @@ import type { DuckDBConnection } from '@duckdb/node-api'
 import { hit } from '../../core/failpoints.js'
 import { FOLDED } from '../model.js'
 import { segmentFiles, sqlPath } from './parquet.js'
-import { blockFileReadable, forgetBlockFile, writeBlockFile } from './page-blocks.js'
+import { blockFileReadable, forgetBlockFile } from './page-blocks.js'
 import { checkName, fileName, fsyncPath, ownFiles, writeManifest, type Manifest, type Segment } from './segments.js'
 import type { StorageState } from './state.js'
 
@@ -55,13 +55,18 @@ export const BLOCK_COLUMNS = ['blk_file', 'blk_row']
  * segment (which the index row keeps as `blk_row`). Both are written, fsynced and renamed before a manifest names them (a crash leaves stray
  * files, which the next start removes).
  */
-export async function writeSegmentIndex(maint: DuckDBConnection, dir: string, segment: string, manifest: Manifest): Promise<IndexFiles> {
-  const name = fileName('idx', manifest.next_file++)
-  const blocks = fileName('blk', manifest.next_file++)
+export async function writeSegmentIndex(
+  maint: DuckDBConnection,
+  s: Pick<StorageState, 'dir' | 'manifest' | 'blockFiles'>,
+  segment: string,
+): Promise<IndexFiles> {
+  const { dir } = s
+  const name = fileName('idx', s.manifest.next_file++)
+  const blocks = fileName('blk', s.manifest.next_file++)
   const file = path.join(dir, name)
   const tmp = file + '.tmp'
   const seg = path.join(dir, checkName(segment))
-  await writeBlockFile(maint, seg, path.join(dir, blocks))
+  await s.blockFiles.write(seg, path.join(dir, blocks))
   await maint.run(
     `COPY (SELECT ${INDEX_COLUMNS.join(', ')}, ${sqlPath(blocks)} AS blk_file,
           file_row_number::INTEGER AS blk_row
@@ -164,7 +169,7 @@ export async function ensurePageIndex(s: StorageState): Promise<void> {
   const missing = await attachPageIndex(s.maint, s.dir, s.manifest.segments)
   if (missing.length === 0 || s.closed || !pageIndexWanted(s.manifest.segments)) return
   const made = new Map<string, IndexFiles>()
-  for (const x of missing) made.set(x.file, await writeSegmentIndex(s.maint, s.dir, x.file, s.manifest))
+  for (const x of missing) made.set(x.file, await writeSegmentIndex(s.maint, s, x.file))
   await fsyncPath(s.dir)
   const replaced = missing.flatMap((x) => ownFiles(x).slice(1))
   s.manifest = { ...s.manifest, segments: s.manifest.segments.map((x) => (made.has(x.file) ? { ...x, ...made.get(x.file)! } : x)) }

@@ -1,3 +1,4 @@
+import type { BlockFileWriter } from './block-file-writer.js'
 import type { DuckDBConnection } from '@duckdb/node-api'
 import type { StoreOptions } from './options.js'
 import type { SegmentPins } from './pins.js'
@@ -20,6 +21,8 @@ export interface StorageState {
   readonly closed: boolean
   /** Segment files held by pooled reads (a compaction retires the files it replaced through it). */
   readonly pins: SegmentPins
+  /** Writes compacted segments' block files on a worker thread (block-file-writer.ts). */
+  readonly blockFiles: BlockFileWriter
   /** Compactions that ran out of memory and were run again in smaller ranges (compact.ts). */
   compactionResplits: number
 }

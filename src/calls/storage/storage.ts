@@ -2,6 +2,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api'
 import { DomainError } from '../../core/errors.js'
+import { BlockFileWriter } from './block-file-writer.js'
 import { foldSegments, idBounds, overSegmentLimit, planCompaction, swapCompacted } from './compact.js'
 import { flushTail } from './flush.js'
 import type { StoreOptions } from './options.js'
@@ -10,7 +11,7 @@ import type { Manifest, Segment } from './segments.js'
 import { walNumber, type StorageState } from './state.js'
 import type { Tail } from './tail.js'
 import type { Wal } from './wal.js'
-import { memoryLimitSetting } from '../../core/duckdb-memory.js'
+import { memoryLimitSetting, spillDir } from '../../core/duckdb-memory.js'
 
 export type SegmentEvent = 'flush' | 'compact'
 
@@ -46,6 +47,7 @@ export class Storage implements StorageState {
   private readonly hooks: ((event: SegmentEvent) => Promise<void>)[] = []
   /** Segment files held by pooled reads; WEFT_SEGMENT_RETIRE_MS (tests) shortens the wait before a replaced file goes. */
   readonly pins = new SegmentPins(Number(process.env.WEFT_SEGMENT_RETIRE_MS ?? 30_000))
+  readonly blockFiles: BlockFileWriter
 
   constructor(
     readonly dir: string,
@@ -57,7 +59,9 @@ export class Storage implements StorageState {
     readonly tail: Tail,
     readonly opts: Required<StoreOptions>,
     readonly recovered: Recovered,
-  ) {}
+  ) {
+    this.blockFiles = new BlockFileWriter({ memoryLimit: opts.memoryLimit, spillDir: spillDir(path.dirname(dir), 'blocks') })
+  }
 
   /**
    * Appends a batch encoded by encodeParts and framed as a log record by walRecord. Seq numbers are
@@ -227,6 +231,7 @@ export class Storage implements StorageState {
     await this.compacting?.catch(() => {})
     await this.flushChain
     this.closed = true
+    await this.blockFiles.close()
     await this.tail.settled(this.tail.pendingGens)
     await this.wal.close()
     this.tail.close()
