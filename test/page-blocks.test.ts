@@ -71,6 +71,10 @@ t.test('pages from block files equal the merged view across compacted, flushed a
     store.segments.every((s) => !s.level || (s.index && s.blocks)),
     'every compacted segment has its index and block file',
   )
+  // Written off the event loop: by the block-file writer's worker thread (the main thread's id is 0).
+  const written = store.stats().block_files
+  t.ok(written.written >= store.segments.filter((s) => s.level).length, `block files written by the writer (${written.written})`)
+  t.ok(Number(written.last_thread_id) > 0, `on a worker thread (id ${written.last_thread_id})`)
   t.ok((await compare(t, store, project, 'compacted')) > 0, 'compacted: calls came from the block files')
   // Late parts (ends, updates, duplicates) and deletes: some flushed into a newer segment, some in the tail.
   const late = parts.slice(cut)

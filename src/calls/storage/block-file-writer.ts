@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url'
+import { threadId } from 'node:worker_threads'
 import { DuckDBInstance } from '@duckdb/node-api'
 import { Piscina } from 'piscina'
 import { BUDGET_SHARES, memoryLimitSetting } from '../../core/duckdb-memory.js'
@@ -24,24 +25,27 @@ export interface BlockFileTask {
  * write one segment at a time. It starts with the first block file and ends after a minute without one.
  */
 export class BlockFileWriter {
-  private pool: Piscina<BlockFileTask, void> | null = null
+  private pool: Piscina<BlockFileTask, number> | null = null
+  /** Block files written, and the thread that wrote the last (its worker_threads id; the main thread's is 0). */
+  readonly stats = { written: 0, last_thread_id: null as number | null }
 
   constructor(private readonly opts: { memoryLimit: number; spillDir: string }) {}
 
-  write(segmentPath: string, file: string): Promise<void> {
+  async write(segmentPath: string, file: string): Promise<void> {
     this.pool ??= new Piscina({
       filename: fileURLToPath(new URL('../../../workers/blocks.js', import.meta.url)),
       minThreads: 0,
       maxThreads: 1,
       ...pooledWorkerOptions(),
     })
-    return this.pool.run({
+    this.stats.last_thread_id = await this.pool.run({
       segmentPath,
       file,
       perBlock: pageBlocksLayout.perBlock,
       memoryBytes: blockWriterMemory(this.opts.memoryLimit),
       spillDir: this.opts.spillDir,
     })
+    this.stats.written++
   }
 
   async close(): Promise<void> {
@@ -61,8 +65,8 @@ export function blockWriterMemory(memoryLimit: number): number {
 
 let db: Promise<DuckDBInstance> | undefined
 
-/** The worker's side (workers/blocks.ts). */
-export async function writeBlockFileTask(task: BlockFileTask): Promise<void> {
+/** The worker's side (workers/blocks.ts); the id of the thread it ran on. */
+export async function writeBlockFileTask(task: BlockFileTask): Promise<number> {
   db ??= DuckDBInstance.create(':memory:', {
     threads: '1',
     memory_limit: memoryLimitSetting(task.memoryBytes),
@@ -71,6 +75,7 @@ export async function writeBlockFileTask(task: BlockFileTask): Promise<void> {
   const conn = await (await db).connect()
   try {
     await writeBlockFile(conn, task.segmentPath, task.file, task.perBlock)
+    return threadId
   } finally {
     conn.closeSync()
   }

@@ -223,6 +223,7 @@ export class Storage implements StorageState {
       compaction_failures: this.compactionFailures,
       compaction_resplits: this.compactionResplits,
       last_compaction_error: this.lastCompactionError,
+      block_files: { ...this.blockFiles.stats },
     }
   }
 
