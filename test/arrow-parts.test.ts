@@ -3,12 +3,13 @@ import fc from 'fast-check'
 import { randomBytes } from 'node:crypto'
 import { readFile, readdir, rm } from 'node:fs/promises'
 import path from 'node:path'
-import { DuckDBInstance } from '@duckdb/node-api'
+import { DuckDBInstance, type DuckDBResult } from '@duckdb/node-api'
 import { tableFromArrays, tableToIPC } from 'apache-arrow'
 import { encodeParts } from '../src/calls/ingest/encode.js'
 import { RawJson, parseWithRawValues } from '../src/calls/ingest/raw-json.js'
 import { prepareIngest } from '../src/calls/ingest/prepare.js'
 import { ARROW_MAX_PARTS, ARROW_MIN_PARTS, partsBatch } from '../src/calls/ingest/parts-batch.js'
+import { ARROW_SCAN_SQL, ArrowGroupScan } from '../src/calls/arrow/parts-scan.js'
 import { Tail } from '../src/calls/storage/tail.js'
 import { isArrowBatch } from '../src/calls/storage/wal.js'
 import { USAGE_FIELDS, type CallPart, type UsageRow } from '../src/calls/model.js'
@@ -169,6 +170,37 @@ t.test('an Arrow batch the insert cannot read fails its group alone and adds not
   t.equal(await tail.insert(Buffer.from(partsBatch(good)!), 10n, 3, good.length), good.length, 'the next group goes in')
   const seqs = (await conn.runAndReadAll('SELECT min(seq), max(seq), count(*) FROM call_parts')).getRowsJS()[0]!.map(Number)
   t.same(seqs, [10, 10 + good.length - 1, good.length], 'numbered from its own first seq')
+  tail.close()
+  conn.closeSync()
+  db.closeSync()
+  await rm(dir, { recursive: true, force: true })
+})
+
+t.test('an Arrow group whose insert reports other than the parts scanned is rolled back', async (t) => {
+  const db = await DuckDBInstance.create(':memory:')
+  const conn = await db.connect()
+  const dir = tempDir('arrow-count-')
+  const tail = await Tail.create(conn, `${dir}/files`)
+  const good = fc.sample(
+    part.filter((p) => allExact([p])),
+    { numRuns: 200, seed: 11 },
+  )
+  const own = await db.connect()
+  const cols = await own.run('SELECT * FROM call_parts LIMIT 0')
+  const scan = new ArrowGroupScan()
+  own.registerTableFunction(scan.function({ names: cols.columnNames(), types: cols.columnTypes() }))
+  const group = [{ batch: partsBatch(good)!, base: 1n, gen: 1 }]
+  // The real insert, its count reported one high: as if DuckDB had added other rows than the scan gave it.
+  const lying = async () => {
+    const r = await own.run(ARROW_SCAN_SQL)
+    return { rowsChanged: r.rowsChanged + 1 } as unknown as DuckDBResult
+  }
+  await t.rejects(scan.run(group, own, lying), /added 201 parts of 200/)
+  const count = async () => Number((await conn.runAndReadAll('SELECT count(*) FROM call_parts')).getRowsJS()[0]![0])
+  t.equal(await count(), 0, 'nothing added')
+  t.equal(await scan.run(group, own, () => own.run(ARROW_SCAN_SQL)), good.length, 'the same group then goes in')
+  t.equal(await count(), good.length)
+  own.closeSync()
   tail.close()
   conn.closeSync()
   db.closeSync()

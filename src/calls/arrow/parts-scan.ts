@@ -1,4 +1,4 @@
-import { DuckDBTableFunction, type DuckDBDataChunk, type DuckDBResult, type DuckDBType } from '@duckdb/node-api'
+import { DuckDBTableFunction, type DuckDBConnection, type DuckDBDataChunk, type DuckDBResult, type DuckDBType } from '@duckdb/node-api'
 import type { Data } from 'apache-arrow'
 import { fillPartsChunk, partsColumns, VECTOR } from './append-parts.js'
 
@@ -54,15 +54,26 @@ export class ArrowGroupScan {
     })
   }
 
-  /** Runs `insert` (ARROW_SCAN_SQL) over `group`; the number of parts it added, checked against those scanned. */
-  async run(group: GroupBatch[], insert: () => Promise<DuckDBResult>): Promise<number> {
+  /**
+   * Runs `insert` (ARROW_SCAN_SQL, on `conn`, where the function is registered) over `group` in a transaction of its
+   * own; the number of parts it added, checked against those scanned. On a mismatch the insert is rolled back, so a
+   * failed group adds nothing, as a failed statement does (its batches are then taken again from the log).
+   */
+  async run(group: GroupBatch[], conn: DuckDBConnection, insert: () => Promise<DuckDBResult>): Promise<number> {
     if (this.current) throw new Error('an Arrow group is already being inserted')
     this.current = group
     this.scanned = 0
     try {
-      const added = Number((await insert()).rowsChanged)
-      if (added !== this.scanned) throw new Error(`the Arrow group's insert added ${added} parts of ${this.scanned}`)
-      return added
+      await conn.run('BEGIN TRANSACTION')
+      try {
+        const added = Number((await insert()).rowsChanged)
+        if (added !== this.scanned) throw new Error(`the Arrow group's insert added ${added} parts of ${this.scanned}`)
+        await conn.run('COMMIT')
+        return added
+      } catch (e) {
+        await conn.run('ROLLBACK').catch(() => {})
+        throw e
+      }
     } finally {
       this.current = null
     }

@@ -356,7 +356,7 @@ export class Tail {
       this.appendConn.registerTableFunction(this.arrowScan.function(await this.tailColumns()))
     }
     this.arrowStmt ??= await this.appendConn.prepare(ARROW_SCAN_SQL)
-    return this.arrowScan.run(group, () => this.arrowStmt!.run())
+    return this.arrowScan.run(group, this.appendConn, () => this.arrowStmt!.run())
   }
 
   /** The tail table's column names and types, for the Arrow scan's result. */
