@@ -6,14 +6,14 @@ import os from 'node:os'
  * and on a small machine it competes with some 75 threads of the same process (ingest and model workers,
  * DuckDB's, libuv's and V8's) and with whatever else runs there. Under sustained ingest on 2 cores (a load
  * generator beside the server) the main thread waited 445-565 ms of every second for a core (its
- * schedstat run delay), and 90 of 151 seconds had an event-loop delay p99 of 20 ms or more; with the
+ * schedstat run delay), and 84-94 of 151 seconds had an event-loop delay p99 of 20 ms or more; with the
  * other threads at nice 5 none of the seconds outside a compaction did (bench/README, 2026-12-07).
  *
  * Raising the main thread's priority needs privileges, so the other threads are lowered instead: Linux
- * keeps a nice value per thread, and a thread may raise another's of the same user. A thread inherits its
- * creator's value, so a sweep every few seconds catches the threads started since (workers that Piscina
- * starts again after an idle spell run at the normal priority until then). The server's command turns it on
- * (`--background-nice`, 0: off); an embedder's process is left as it is.
+ * keeps a nice value per thread, and a process may raise the nice value of its own threads (not lower it).
+ * A thread inherits its creator's value, so a sweep every few seconds catches the threads started since
+ * (workers that Piscina starts again after an idle spell run at the normal priority until then). The
+ * server's command turns it on (`--background-nice`, 0: off); an embedder's process is left as it is.
  */
 export interface BackgroundPriorityState {
   /** The nice value given to the process's threads other than the main thread (0: off). */
@@ -40,12 +40,6 @@ export function lowerBackgroundThreads(nice: number, everyMs = 2_000): void {
   state.nice = Math.min(19, Math.floor(nice))
   sweep()
   timer ??= setInterval(sweep, everyMs).unref()
-}
-
-/** Stops the sweeps (threads keep the value they were given). */
-export function stopLoweringBackgroundThreads(): void {
-  if (timer) clearInterval(timer)
-  timer = undefined
 }
 
 function sweep(): void {
