@@ -83,6 +83,8 @@ function processStats(d: AdminDeps, eld: IntervalHistogram) {
               origin: rollups.origin,
               x: rollups.x,
               parts_past_x: Math.max(0, calls.lastSeq - rollups.x),
+              // Catch-ups on the tail that reads set off (src/stats/rollups.ts, wanted): count, total and longest ms.
+              catch_ups: rollups.catchUps.json(),
               // Statistics reads and the commits they hold (src/stats/commit-gate.ts).
               gate: rollups.gate.stats(),
             }

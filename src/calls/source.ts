@@ -84,6 +84,15 @@ export interface CallSource {
   readonly flushedSeq: number
   /** The highest seq given to a part so far. */
   readonly lastSeq: number
+  /**
+   * The highest seq derived data may cover now, tail included: every part at or below it is readable and comes back
+   * with the same seq after a crash; null while that cannot be said (see Storage.stableSeq).
+   */
+  readonly stableSeq: number | null
+  /** Resolves once every batch acknowledged so far is readable. */
+  visible(): Promise<void>
+  /** Set once the store is closing: nothing new should be started on it. */
+  readonly closed: boolean
   /** Parts held in segments. */
   readonly segmentRows: number
   /** The highest seq a compaction still listed has folded (0 for none): parts at or below it may now be merged into parts with a later seq. */

@@ -141,6 +141,14 @@ export class CallStore implements CallSource {
     return this.storage.flushedSeq
   }
 
+  get stableSeq(): number | null {
+    return this.storage.stableSeq
+  }
+
+  get closed(): boolean {
+    return this.storage.closed
+  }
+
   get segmentRows(): number {
     return this.storage.segmentRows
   }

@@ -33,6 +33,13 @@ export interface Recovered {
 export class Storage implements StorageState {
   /** The highest seq given to a part so far (a replay sets it as it goes). */
   seq = 0n
+  /**
+   * The first seq of each batch between its seq and the tail table (logging, or logged and on its way), in seq
+   * order (a Set keeps insertion order, and seqs are taken in order). A batch that failed to reach the tail stays.
+   */
+  private readonly inFlight = new Set<bigint>()
+  /** The highest seq given to a batch whose log append failed: a replay numbers the parts after it lower (see stableSeq). */
+  private burnedSeq = 0n
   closed = false
   compactionResplits = 0
   /** Compactions that failed (the next flush past the segment limit tries again), and the last one's error. */
@@ -83,15 +90,19 @@ export class Storage implements StorageState {
     const base = this.seq + 1n
     this.seq += BigInt(count)
     this.tail.pending(gen)
+    this.inFlight.add(base)
     try {
       await wal.appendRecord(record)
     } catch (e) {
       this.tail.released(gen)
+      this.inFlight.delete(base)
+      const last = base + BigInt(count) - 1n
+      if (last > this.burnedSeq) this.burnedSeq = last
       throw e
     }
     this.tail.counted(gen, count, record.length)
     void this.tail.insert(record.subarray(8), base, gen, count).then(
-      () => this.tail.released(gen),
+      () => (this.tail.released(gen), this.inFlight.delete(base)),
       () => this.tail.released(gen),
     )
     if (this.tail.unmovedBytes > this.opts.maxUnmovedBytes) await this.tail.visible()
@@ -197,6 +208,20 @@ export class Storage implements StorageState {
   /** The highest seq held in segments: every part at or below it is in Parquet and never changes. */
   get flushedSeq(): number {
     return this.manifest.segments.reduce((m, x) => Math.max(m, x.max_seq), 0)
+  }
+
+  /**
+   * The highest seq up to which every part is in the tail table or a segment, numbered as a replay of the logs
+   * would number it; null when a replay would not (see below). Derived data may cover the tail up to here and still
+   * match the store after a crash: every such part was acknowledged (logged and fsynced) before it reached the tail,
+   * so a restart replays it, with the same seq. A replay numbers the logs' parts in a row from the flushed seq on;
+   * seqs are taken the same way here, except that a batch whose log append failed leaves a gap. While a gap lies
+   * past the flushed seq (until a flush takes the parts after it), the parts after it would come back numbered lower.
+   */
+  get stableSeq(): number | null {
+    if (this.burnedSeq > BigInt(this.flushedSeq)) return null
+    const first = this.inFlight.values().next()
+    return Number(first.done ? this.seq : first.value - 1n)
   }
 
   /** Parts held in segments. */
