@@ -54,8 +54,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: 'segment file paths the store makes from the manifest (checked names), each quoted by sqlPath (storage/parquet.ts)',
   },
   'src/calls/read/order.ts': {
-    names: ['keys', 'l', 'matching', 'order', 'p', 'select', 'rangeOf', 'match'],
-    why: `${FRAGMENTS}; sort fields resolve to known columns or bound JSON paths; match: an IN list of placeholders or list_contains of one`,
+    names: ['keys', 'l', 'matching', 'order', 'p', 'select', 'match', 'from'],
+    why: `${FRAGMENTS}; sort fields resolve to known columns or bound JSON paths; match: an IN list of placeholders or list_contains of one, and their range; from: the view names tail_parts / all_parts`,
   },
   'src/calls/read/page-index.ts': {
     names: [

@@ -33,8 +33,8 @@ export async function fileStats(maint: DuckDBConnection, file: string): Promise<
 }
 
 /**
- * The relations queries read, replaced together in one transaction (a statement sees all three of one moment):
- * `all_parts`, every segment then the tail; and its two halves, `settled_parts`, the compacted segments, where each
+ * The relations queries read, replaced together in one transaction (a statement sees all of one moment):
+ * `all_parts`, every segment then the tail; `tail_parts`, the tail alone; and two halves of all_parts, `settled_parts`, the compacted segments, where each
  * call is one merged row and no two segments share a call (compact.ts), and `fresh_parts`, the flushed segments and
  * the tail. A call without fresh parts is its settled row as it is, without a merge (read/merged.ts `settledSplit`).
  */
@@ -48,6 +48,7 @@ export async function refreshView(maint: DuckDBConnection, dir: string, segments
   await maint.run('BEGIN')
   try {
     await maint.run(`CREATE OR REPLACE VIEW all_parts AS ${over(segments, tail)}`)
+    await maint.run(`CREATE OR REPLACE VIEW tail_parts AS ${tail}`)
     await maint.run(`CREATE OR REPLACE VIEW settled_parts AS ${over(settled, `${tail} WHERE false`)}`)
     await maint.run(
       `CREATE OR REPLACE VIEW fresh_parts AS ${over(
