@@ -25,6 +25,8 @@ export interface Sample {
   compaction_resplits?: number
   calls_timings_ms?: Record<string, { count: number; total_ms: number; max_ms: number }> | null
   duckdb_calls_tags_mib?: Record<string, number>
+  rollup_catch_ups?: { count: number; total_ms: number; max_ms: number } | null
+  parts_past_x?: number | null
 }
 
 /** Flat: a least-squares slope after the warm-up at or under these (per minute). Over 30 minutes: ≤ 150 MiB, ≤ 15 fds. */

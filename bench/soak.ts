@@ -73,6 +73,9 @@ async function sample(url: string, headers: Record<string, string>, pid: number,
     compaction_resplits: st.calls?.compaction_resplits ?? 0,
     // Since the last sample: reads' waits for the tail and their queries, tail inserts and rebuilds (count, total, max ms).
     calls_timings_ms: st.calls?.timings_ms ?? null,
+    // The rollups' catch-ups on the tail since the start (count, total and longest ms), and the parts past their mark.
+    rollup_catch_ups: st.rollups?.catch_ups ?? null,
+    parts_past_x: st.rollups?.parts_past_x ?? null,
     // What holds the store's DuckDB memory (IN_MEMORY_TABLE, OVERFLOW_STRINGS, HASH_TABLE, EXTERNAL_FILE_CACHE, …).
     duckdb_calls_tags_mib: Object.fromEntries(
       Object.entries((st.memory.duckdb?.calls?.by_tag ?? {}) as Record<string, { in_use_bytes: number }>).map(([k, v]) => [
