@@ -12,6 +12,7 @@ import { CATCH_UP_PROJECT as P, CATCH_UP_REQ as req, catchUpCalls, catchUpId, en
 // correction a read adds covers only the parts since. Here every read with a part past `x` sets one off.
 catchUp.minParts = 1
 catchUp.minIntervalMs = 0
+catchUp.share = 1
 
 const DAY = 86_400_000
 const day0 = Date.parse(req.start!)
@@ -83,6 +84,20 @@ t.test('the rollups catch up on the tail; answers stay exact through later parts
   t.equal(a.rollups.origin, 'rebuilt', 'a compaction kept the tables (no rebuild)')
   check(t, (await a.stats.run(req)).result, sent, 'after a compaction')
   t.equal(await a.stats.count(P, null), [...sent.values()].filter((c) => !c.deleted).length, 'the count of live calls')
+
+  // Catch-ups take at most `share` of the time: after one, the next waits (1 / share - 1) times as long.
+  catchUp.share = 0.0001
+  await a.store.ingest(catchUpCalls(sent, 200, 10))
+  await a.stats.run(req)
+  await a.rollups.caughtUp()
+  const x = a.rollups.x
+  t.equal(x, a.store.lastSeq, 'a catch-up ran (the one before asked for no wait)')
+  await a.store.ingest(catchUpCalls(sent, 210, 10))
+  check(t, (await a.stats.run(req)).result, sent, 'corrected for while the next catch-up waits')
+  await a.rollups.caughtUp()
+  t.equal(a.rollups.x, x, 'no catch-up within ~10,000 times the last one')
+  t.equal(a.rollups.catchUps.count, 4)
+  catchUp.share = 1
 })
 
 const here = path.dirname(fileURLToPath(import.meta.url))

@@ -8,6 +8,7 @@ import { CATCH_UP_REQ, catchUpCalls, type Sent } from './catch-up-calls.js'
 
 catchUp.minParts = 1
 catchUp.minIntervalMs = 0
+catchUp.share = 1
 const [dir, mode] = process.argv.slice(2)
 
 async function crash(): Promise<void> {
