@@ -89,6 +89,8 @@ export interface CallSource {
    * with the same seq after a crash; null while that cannot be said (see Storage.stableSeq).
    */
   readonly stableSeq: number | null
+  /** Log records the start's replay set aside (damaged with intact records after them, or refused by the tail). */
+  readonly replayQuarantined: number
   /** Resolves once every batch acknowledged so far is readable. */
   visible(): Promise<void>
   /** Set once the store is closing: nothing new should be started on it. */

@@ -149,6 +149,10 @@ export class CallStore implements CallSource {
     return this.storage.closed
   }
 
+  get replayQuarantined(): number {
+    return this.storage.recovered.quarantined
+  }
+
   get segmentRows(): number {
     return this.storage.segmentRows
   }

@@ -144,6 +144,9 @@ export class Rollups {
     // Past every part the store holds, its tail replayed (a data directory swapped under them): not ours. Up to
     // there `x` may lie in the tail (see catchUp): those parts came back with the seqs they had (Storage.stableSeq).
     if (Number(rows[0]![1]) !== FORMAT || !Number.isInteger(x) || x > this.store.lastSeq) return false
+    // A log record set aside at the start (a flipped bit) took its parts out of the tail and numbered the ones after
+    // it lower: tables covering any of the tail no longer match it.
+    if (x > this.store.flushedSeq && this.store.replayQuarantined > 0) return false
     // A compaction that merged parts past `x` with parts at or below it (a crash, or a failed advance,
     // between the flush and the compaction): those calls' states at `x` are gone, so the correction
     // cannot subtract them.

@@ -1,6 +1,6 @@
 /**
  * A process of its own for test/rollups-catch-up (it dies by SIGKILL, or runs with a failpoint armed from its
- * start): `node catch-up-child.js DIR crash|gap`. Prints one JSON line of what it saw.
+ * start): `node catch-up-child.js DIR crash|crash-more|gap|gap-crash`. Prints one JSON line of what it saw.
  */
 import { openAnalytics } from '../../src/index.js'
 import { catchUp } from '../../src/stats/rollups.js'
@@ -18,9 +18,12 @@ async function crash(): Promise<void> {
   // Half flushed, half in the tail; then a read sets off a catch-up on the tail, and the process dies after it.
   await a.store.ingest(catchUpCalls(sent, 0, 100))
   await a.store.flush()
-  await a.store.ingest(catchUpCalls(sent, 100, 100))
+  await a.store.ingest(catchUpCalls(sent, 100, 50))
+  await a.store.ingest(catchUpCalls(sent, 150, 50))
   await a.stats.run(CATCH_UP_REQ)
   await a.rollups.caughtUp()
+  // crash-more: parts past the catch-up too, as many as the first tail record holds and more.
+  if (mode === 'crash-more') await a.store.ingest(catchUpCalls(sent, 200, 100))
   process.stdout.write(JSON.stringify({ x: a.rollups.x, flushed: a.store.flushedSeq, last: a.store.lastSeq }) + '\n', () =>
     process.kill(process.pid, 'SIGKILL'),
   )
@@ -66,4 +69,4 @@ async function gapCrash(): Promise<void> {
   process.stdout.write(JSON.stringify({ x: a.rollups.x, last: a.store.lastSeq }) + '\n', () => process.kill(process.pid, 'SIGKILL'))
 }
 
-await (mode === 'crash' ? crash() : mode === 'gap' ? gap() : gapCrash())
+await (mode === 'crash' || mode === 'crash-more' ? crash() : mode === 'gap' ? gap() : gapCrash())
