@@ -102,7 +102,11 @@ export class Storage implements StorageState {
     }
     this.tail.counted(gen, count, record.length)
     void this.tail.insert(record.subarray(8), base, gen, count).then(
-      () => (this.tail.released(gen), this.inFlight.delete(base)),
+      () => {
+        this.tail.released(gen)
+        this.inFlight.delete(base)
+      },
+      // A batch that failed to reach the tail stays in flight: stableSeq never passes it (the store stops meanwhile).
       () => this.tail.released(gen),
     )
     if (this.tail.unmovedBytes > this.opts.maxUnmovedBytes) await this.tail.visible()
