@@ -351,8 +351,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: 'rollup table and column names from the fixed tier definitions; no request value reaches these statements',
   },
   'src/stats/rollups-shape.ts': {
-    names: ['binSql', 'dims', 'rows', 'tokens'],
-    why: `${FRAGMENTS}; dims: the call tier's fixed dimension columns; rows: SQL the stats statements built; tokens: token metric names from TOKEN_METRICS`,
+    names: ['binSql', 'cols', 'cond', 'dims', 'rows', 'tokens', 'where'],
+    why: `${FRAGMENTS}; dims: the call tier's fixed dimension columns; rows: SQL the stats statements built; tokens: token metric names from TOKEN_METRICS; cols / cond / where: this file's own select list and condition`,
   },
   'src/stats/rollup-tables.ts': {
     names: ['TOKEN_NAMES', 'USAGE_FIELDS', 'binSql', 'cols', 'dims', 'extreme', 'group', 'live', 'mc', 'next', 's', 'sign', 'tableName'],
@@ -425,6 +425,8 @@ const REVIEWED: Record<string, Reviewed> = {
       'f.atMark',
       'rollups.freshOf',
       'agg.select',
+      'head',
+      'at',
     ],
     why: `${FRAGMENTS}; metric and aggregation names come from schema enums; f.now / f.atMark: CallRelations the store made (rollups.freshInputs); rollups.freshOf: the rollups' own fragment over two CTE names`,
   },
