@@ -455,6 +455,52 @@ t.test('usage per bucket and model: both token spellings summed, default prices,
   )
 })
 
+/** Every aggregation of the input and output tokens per bucket and model, computed from what was sent (no prices). */
+function expectedTokenAggs(bounds: number[], end: number, agg: string) {
+  const rows = expectedUsage(bounds, end, () => null)
+  return rows.map((r) => {
+    const i = bounds.indexOf(Date.parse(String(r.timestamp)))
+    const hi = i + 1 < bounds.length ? bounds[i + 1]! : end
+    const m = String(r.model)
+    const pairs = live().filter((c) => c.latency !== null && c.started >= bounds[i]! && c.started < hi && c.usage[m])
+    const out: Record<string, unknown> = { timestamp: r.timestamp, model: m, count: pairs.length }
+    for (const [name, tok] of [
+      ['input_tokens', inTok],
+      ['output_tokens', outTok],
+    ] as const) {
+      const xs = pairs.map((c) => tok(c.usage[m]!))
+      out[`${agg}_${name}`] = {
+        sum: sum(xs),
+        count: xs.length,
+        avg: xs.length ? sum(xs) / xs.length : 0,
+        min: xs.length ? Math.min(...xs) : null,
+        max: xs.length ? Math.max(...xs) : null,
+      }[agg]
+    }
+    return out
+  })
+}
+
+t.test(
+  'usage without costs, one aggregation at a time (each reads only its parts of the token columns), across all three tiers',
+  async (t) => {
+    // Mid-minute ends: the hour, minute and per-call tiers all answer part of the range.
+    const start = BASE + 20 * H + 7 * 60_000 + 23_456
+    const end = BASE + 50 * H + 52 * 60_000 + 41_000
+    const bounds = hours(BASE + 18 * H, end, 6 * H)
+    for (const agg of ['sum', 'count', 'avg', 'min', 'max']) {
+      const metrics = ['input_tokens', 'output_tokens'].map((metric) => ({ metric, aggregations: [agg] }))
+      const r = await post('/calls/stats', { project_id: P, start: iso(start), end: iso(end), granularity: 21600, usage_metrics: metrics })
+      t.equal(r.status, 200)
+      rollupPath(t, r.path, `${agg}: answered from the rollups`, true)
+      const want = expectedTokenAggs([start, ...bounds.slice(1)], end, agg).map((w) =>
+        w.timestamp === iso(start) ? { ...w, timestamp: iso(bounds[0]!) } : w,
+      )
+      compareRows(t, r.json.usage_buckets, want, `tokens ${agg}`)
+    }
+  },
+)
+
 t.test('partial hours cut mid-minute: whole minutes from the minute tier, partial minutes from the per-call tier', async (t) => {
   const start = BASE + 40 * H + 7 * 60_000 + 23_456
   const end = BASE + 41 * H + 52 * 60_000 + 41_000

@@ -19,7 +19,7 @@ import {
   type Tier,
   type TokenMetric,
 } from './rollups.js'
-import { shaped, shapedSelect } from './rollups-shape.js'
+import { TOKEN_PARTS, shaped, shapedSelect, type TokenPart } from './rollups-shape.js'
 import { binSql } from './sketch.js'
 
 /** Timestamps SQL can hold: price spans open to ±infinity are clipped to these. */
@@ -117,6 +117,8 @@ interface PieceSql {
   /** The slot lists made so far, for the statement's WITH list. */
   withs: string[]
   tokens: readonly TokenMetric[]
+  /** The aggregates of each token metric read (usage). */
+  parts: readonly TokenPart[]
 }
 
 /**
@@ -131,10 +133,10 @@ function pieceRowsSql(piece: Piece, q: PieceSql): string {
 }
 
 /** The columns the aggregates of q's table read, in the order the call tier's shapedSelect gives them. */
-function aggColumns(q: Pick<PieceSql, 'table' | 'tokens'>): string[] {
+function aggColumns(q: Pick<PieceSql, 'table' | 'tokens' | 'parts'>): string[] {
   if (q.table === 'latency') return ['k', 'n']
   if (q.table === 'calls') return ['n', 'lat_n', 'lat_sum', 'lat_min', 'lat_max', 'err', 'dirty']
-  return ['model', 'n', ...q.tokens.flatMap((m) => [`${m}_sum`, `${m}_n`, `${m}_min`, `${m}_max`]), 'dirty']
+  return ['model', 'n', ...q.tokens.flatMap((m) => q.parts.map((part) => `${m}_${part}`)), 'dirty']
 }
 
 /**
@@ -200,14 +202,14 @@ function slotRowsSql(tier: Exclude<Tier, 'call'>, slots: [number, number][], t: 
  * the aggregated tiers' columns.
  */
 function windowRowsSql(windows: [number, number][], from: string, q: PieceSql): string {
-  const { p, conds, table, tokens } = q
+  const { p, conds, table, tokens, parts } = q
   // One branch per window: each gets its own range filter, which the table's zone maps prune by.
   const where = (w: [number, number]) => [`project_id = ${p}`, `t >= ${ts(w[0])}`, `t < ${ts(w[1])}`, ...conds].join(' AND ')
   // Few pieces each inside one bucket (the ends of a range, mostly): the bucket is a constant per
   // branch. Many (buckets off whole hours): rows find their bucket by time (an ASOF join).
   const cut = inBuckets(windows, q.input.ctx.starts)
   if (cut.length <= 8) {
-    const { cols, cond } = shapedSelect(table, tokens)
+    const { cols, cond } = shapedSelect(table, tokens, parts)
     const at = atNeeded(q) ? ', t AS at' : ''
     return cut
       .map(
@@ -218,7 +220,7 @@ function windowRowsSql(windows: [number, number][], from: string, q: PieceSql): 
   }
   const branches = windows.map((w) => `SELECT * FROM ${from} WHERE ${where(w)}`)
   const cols = rowColumns(q).join(', ')
-  return `SELECT ${cols} FROM (SELECT epoch_ms(b.ts) AS bucket, r.*, r.t AS at FROM (${shaped(branches.join(' UNION ALL '), table, 'call', tokens)}) r ASOF JOIN b ON r.t >= b.ts)`
+  return `SELECT ${cols} FROM (SELECT epoch_ms(b.ts) AS bucket, r.*, r.t AS at FROM (${shaped(branches.join(' UNION ALL '), table, 'call', tokens, parts)}) r ASOF JOIN b ON r.t >= b.ts)`
 }
 
 /**
@@ -244,7 +246,8 @@ function tableStatement(
 /** What the pieces of one statement share: its parameters, the project, the filter's conditions and its WITH list. */
 function pieceSql(input: PiecesInput, params: Params, table: Table, tokens: readonly TokenMetric[] = []): PieceSql {
   const { conds } = dimFilter(input.ctx.filter, params)!
-  return { input, table, params, p: params.add(input.ctx.project_id), conds, withs: [], tokens }
+  const parts = usageShape(input.ctx).parts
+  return { input, table, params, p: params.add(input.ctx.project_id), conds, withs: [], tokens, parts }
 }
 
 /** Adds `name AS (…)` to q's WITH list: the pieces' rows of q's table (after the slot lists they need) and `more`. */
@@ -262,12 +265,37 @@ const callsAggSql = (src: string) =>
 /** Latency histogram bins per bucket of the rows of `src`. */
 const latencyAggSql = (src: string) => `SELECT bucket, k, sum(n)::BIGINT AS n FROM ${src} GROUP BY bucket, k`
 
-/** The token metrics a request's usage statements carry (costs need the input and output tokens), and whether costs are asked. */
-function usageShape(ctx: StatsContext): { tokens: TokenMetric[]; costs: boolean } {
-  // Only the metrics asked for: a shorter query to plan and run.
+/** Each part of a token metric `m` summed up over a bucket's rows. */
+const PART_AGG: Record<TokenPart, (m: string) => string> = {
+  sum: (m) => `sum(${m}_sum)::DOUBLE AS ${m}_sum`,
+  n: (m) => `sum(${m}_n)::BIGINT AS ${m}_n`,
+  min: (m) => `min(${m}_min)::DOUBLE AS ${m}_min`,
+  max: (m) => `max(${m}_max)::DOUBLE AS ${m}_max`,
+}
+
+/** The parts of a token metric an aggregation reads (assemble.ts aggValue: min and max are null without calls). */
+const PARTS_OF: Record<string, readonly TokenPart[]> = {
+  sum: ['sum'],
+  count: ['n'],
+  avg: ['sum', 'n'],
+  min: ['n', 'min'],
+  max: ['n', 'max'],
+}
+
+/**
+ * The token metrics a request's usage statements carry (costs need the input and output tokens), the parts of
+ * each they read, and whether costs are asked. Only what is asked: each column costs the statement's planning
+ * (the last 24 h's token sums: 8.4 -> 5.6 ms with the sums alone).
+ */
+function usageShape(ctx: StatsContext): { tokens: TokenMetric[]; parts: readonly TokenPart[]; costs: boolean } {
   const asked = new Set(ctx.usageCols.map((c) => c.metric))
   const costs = ['input_cost', 'output_cost', 'total_cost'].some((m) => asked.has(m as UsageMetric))
-  return { costs, tokens: TOKEN_NAMES.filter((m) => asked.has(m) || (costs && (m === 'input_tokens' || m === 'output_tokens'))) }
+  const wanted = new Set(costs ? TOKEN_PARTS : ctx.usageCols.flatMap((c) => PARTS_OF[c.agg ?? ''] ?? TOKEN_PARTS))
+  return {
+    costs,
+    tokens: TOKEN_NAMES.filter((m) => asked.has(m) || (costs && (m === 'input_tokens' || m === 'output_tokens'))),
+    parts: TOKEN_PARTS.filter((part) => wanted.has(part)),
+  }
 }
 
 /**
@@ -276,15 +304,12 @@ function usageShape(ctx: StatsContext): { tokens: TokenMetric[]; costs: boolean 
  * slot's; no price changes inside one).
  */
 function usageAggSql(ctx: StatsContext, src: string, y: string): { with: string; select: string } {
-  const { tokens, costs } = usageShape(ctx)
+  const { tokens, parts, costs } = usageShape(ctx)
   const cost = (name: string, tokens: string, price: string) =>
     `sum(${tokens}_sum * ${price}) AS ${name}_sum, sum(CASE WHEN ${price} IS NOT NULL THEN ${tokens}_n END)::BIGINT AS ${name}_n, min(${tokens}_min * ${price}) AS ${name}_min, max(${tokens}_max * ${price}) AS ${name}_max`
   const aggs = [
     'sum(n)::BIGINT AS n',
-    ...tokens.map(
-      (m) =>
-        `sum(${m}_sum)::DOUBLE AS ${m}_sum, sum(${m}_n)::BIGINT AS ${m}_n, min(${m}_min)::DOUBLE AS ${m}_min, max(${m}_max)::DOUBLE AS ${m}_max`,
-    ),
+    ...tokens.flatMap((m) => parts.map((part) => PART_AGG[part](m))),
     ...(costs
       ? [
           cost('input_cost', 'input_tokens', 'pc'),
@@ -347,7 +372,7 @@ export function correctionStatement(input: PiecesInput, withPieces = false): Sta
   const where = [`project_id = ${q.p}`, `t >= ${ts(ctx.start)}`, `t < ${ts(ctx.end)}`, ...q.conds].join(' AND ')
   // The correction's rows find their buckets by one ASOF join over the whole range: they are few.
   const bucketed = (rows: string, table: Table) =>
-    `SELECT epoch_ms(b.ts) AS bucket, r.*, r.t AS at FROM (${shaped(`SELECT * FROM ${rows}`, table, 'call', tokens)}) r ASOF JOIN b ON r.t >= b.ts`
+    `SELECT epoch_ms(b.ts) AS bucket, r.*, r.t AS at FROM (${shaped(`SELECT * FROM ${rows}`, table, 'call', tokens, q.parts)}) r ASOF JOIN b ON r.t >= b.ts`
   // `withPieces`: each table's pieces join its correction's rows.
   const rows = (name: string, table: Table, correction: string) =>
     withPieces ? addPieces({ ...q, table }, name, [correction]) : q.withs.push(`${name} AS (${correction})`)
