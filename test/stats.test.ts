@@ -455,6 +455,45 @@ t.test('usage per bucket and model: both token spellings summed, default prices,
   )
 })
 
+t.test(
+  'latency one aggregation at a time, and percentiles alone (each reads only its parts of the latency), across all three tiers',
+  async (t) => {
+    const start = BASE + 20 * H + 7 * 60_000 + 23_456
+    const end = BASE + 50 * H + 52 * 60_000 + 41_000
+    const bounds = [start, ...hours(BASE + 21 * H, end, H)]
+    const want = expectedCalls(bounds, end).map((w, i) => (i === 0 ? { ...w, timestamp: iso(BASE + 20 * H) } : w))
+    const asks: [string, { aggregations: string[]; percentiles?: number[] }, string[]][] = [
+      ...['sum', 'count', 'avg', 'min', 'max'].map(
+        (agg) => [agg, { aggregations: [agg] }, [`${agg}_latency_ms`]] as [string, { aggregations: string[] }, string[]],
+      ),
+      ['percentiles', { aggregations: [], percentiles: [50, 95, 99] }, ['p50_latency_ms', 'p95_latency_ms', 'p99_latency_ms']],
+    ]
+    for (const [label, spec, keys] of asks) {
+      const r = await post('/calls/stats', {
+        project_id: P,
+        start: iso(start),
+        end: iso(end),
+        granularity: 3600,
+        call_metrics: [{ metric: 'latency_ms', ...spec }],
+      })
+      t.equal(r.status, 200)
+      rollupPath(t, r.path, `${label}: answered from the rollups`, true)
+      const pick = want.map((w) => Object.fromEntries(['timestamp', 'count', ...keys].map((k) => [k, (w as Record<string, unknown>)[k]])))
+      compareCalls(t, r.json.call_buckets, pick as ReturnType<typeof expectedCalls>, `latency ${label}`)
+      // A bucket of one call: its percentiles are its latency exactly (the estimate held to the bucket's extremes).
+      const single = want.filter((w) => w.count_latency_ms === 1)
+      if (label === 'percentiles') {
+        t.ok(single.length > 0, 'some buckets hold one call')
+        const got = new Map(r.json.call_buckets.map((b: any) => [b.timestamp, b]))
+        t.ok(
+          single.every((w) => keys.every((k) => (got.get(w.timestamp) as any)?.[k] === w.sum_latency_ms)),
+          'one call: every percentile equals its latency',
+        )
+      }
+    }
+  },
+)
+
 /** Every aggregation of the input and output tokens per bucket and model, computed from what was sent (no prices). */
 function expectedTokenAggs(bounds: number[], end: number, agg: string) {
   const rows = expectedUsage(bounds, end, () => null)

@@ -1,7 +1,7 @@
 import { binSql } from './sketch.js'
 import { TIER_DIMS, TOKEN_NAMES, type Table, type Tier, type TokenMetric } from './rollups.js'
 
-/** The aggregates kept per token metric (`{metric}_{part}` columns); a request reads only those its columns need. */
+/** The aggregates kept per metric (`{metric}_{part}` columns: latency, tokens); a request reads only those its columns need. */
 export const TOKEN_PARTS = ['sum', 'n', 'min', 'max'] as const
 export type TokenPart = (typeof TOKEN_PARTS)[number]
 
@@ -18,7 +18,8 @@ const TOKEN_PART_SQL: Record<TokenPart, (m: string) => string> = {
  * storedAs) and the condition they need (latency: only calls with one): sums and counts weighted by the sign (as
  * DOUBLE: summing many rows in 128-bit integers costs several times more, and these stay far below 2^53), minimum
  * and maximum from added rows only, a subtracted row dirty as in contribution. `tokens`: the token metrics to shape
- * (usage). Without the dimensions: sql.ts selects it straight from a table where it can (a shorter statement to plan).
+ * (usage); `parts`: which of each metric's sum, count, minimum and maximum (the latency's for calls, each token
+ * metric's for usage). Without the dimensions: sql.ts selects it straight from a table where it can (a shorter statement to plan).
  */
 export function shapedSelect(
   table: Table,
@@ -28,15 +29,21 @@ export function shapedSelect(
   switch (table) {
     case 'calls':
       return {
-        cols: `n::DOUBLE AS n, (CASE WHEN lat IS NULL THEN 0 ELSE n END)::DOUBLE AS lat_n, coalesce(n * lat, 0)::DOUBLE AS lat_sum,
-        CASE WHEN n > 0 THEN lat END AS lat_min, CASE WHEN n > 0 THEN lat END AS lat_max, (n * err)::DOUBLE AS err, n < 0 AND lat IS NOT NULL AS dirty`,
+        cols: [
+          'n::DOUBLE AS n',
+          ...parts.map((part) => TOKEN_PART_SQL[part]('lat')),
+          '(n * err)::DOUBLE AS err',
+          'n < 0 AND lat IS NOT NULL AS dirty',
+        ].join(', '),
         cond: null,
       }
     case 'latency':
       return { cols: `${binSql('lat')} AS k, n::DOUBLE AS n`, cond: 'lat IS NOT NULL' }
     case 'usage':
       return {
-        cols: `model, n::DOUBLE AS n, ${tokens.flatMap((m) => parts.map((part) => TOKEN_PART_SQL[part](m))).join(', ')}, n < 0 AS dirty`,
+        cols: ['model', 'n::DOUBLE AS n', ...tokens.flatMap((m) => parts.map((part) => TOKEN_PART_SQL[part](m))), 'n < 0 AS dirty'].join(
+          ', ',
+        ),
         cond: null,
       }
   }

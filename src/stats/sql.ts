@@ -117,8 +117,6 @@ interface PieceSql {
   /** The slot lists made so far, for the statement's WITH list. */
   withs: string[]
   tokens: readonly TokenMetric[]
-  /** The aggregates of each token metric read (usage). */
-  parts: readonly TokenPart[]
 }
 
 /**
@@ -133,11 +131,16 @@ function pieceRowsSql(piece: Piece, q: PieceSql): string {
 }
 
 /** The columns the aggregates of q's table read, in the order the call tier's shapedSelect gives them. */
-function aggColumns(q: Pick<PieceSql, 'table' | 'tokens' | 'parts'>): string[] {
+function aggColumns(q: PieceSql): string[] {
+  const parts = partsOf(q)
   if (q.table === 'latency') return ['k', 'n']
-  if (q.table === 'calls') return ['n', 'lat_n', 'lat_sum', 'lat_min', 'lat_max', 'err', 'dirty']
-  return ['model', 'n', ...q.tokens.flatMap((m) => q.parts.map((part) => `${m}_${part}`)), 'dirty']
+  if (q.table === 'calls') return ['n', ...parts.map((part) => `lat_${part}`), 'err', 'dirty']
+  return ['model', 'n', ...q.tokens.flatMap((m) => parts.map((part) => `${m}_${part}`)), 'dirty']
 }
+
+/** The parts of each metric q's statement reads: the latency's (calls), the token metrics' (usage). */
+const partsOf = (q: Pick<PieceSql, 'input' | 'table'>): readonly TokenPart[] =>
+  q.table === 'usage' ? usageShape(q.input.ctx).parts : q.table === 'calls' ? latencyParts(q.input.ctx) : []
 
 /**
  * What every piece's rows of q's table carry, in this order: they combine by a plain UNION ALL. (Each piece's
@@ -202,7 +205,8 @@ function slotRowsSql(tier: Exclude<Tier, 'call'>, slots: [number, number][], t: 
  * the aggregated tiers' columns.
  */
 function windowRowsSql(windows: [number, number][], from: string, q: PieceSql): string {
-  const { p, conds, table, tokens, parts } = q
+  const { p, conds, table, tokens } = q
+  const parts = partsOf(q)
   // One branch per window: each gets its own range filter, which the table's zone maps prune by.
   const where = (w: [number, number]) => [`project_id = ${p}`, `t >= ${ts(w[0])}`, `t < ${ts(w[1])}`, ...conds].join(' AND ')
   // Few pieces each inside one bucket (the ends of a range, mostly): the bucket is a constant per
@@ -246,8 +250,7 @@ function tableStatement(
 /** What the pieces of one statement share: its parameters, the project, the filter's conditions and its WITH list. */
 function pieceSql(input: PiecesInput, params: Params, table: Table, tokens: readonly TokenMetric[] = []): PieceSql {
   const { conds } = dimFilter(input.ctx.filter, params)!
-  const parts = usageShape(input.ctx).parts
-  return { input, table, params, p: params.add(input.ctx.project_id), conds, withs: [], tokens, parts }
+  return { input, table, params, p: params.add(input.ctx.project_id), conds, withs: [], tokens }
 }
 
 /** Adds `name AS (…)` to q's WITH list: the pieces' rows of q's table (after the slot lists they need) and `more`. */
@@ -258,9 +261,26 @@ function addPieces(q: PieceSql, name: string, more: string[] = []): void {
 }
 
 /** Calls, errors and latency aggregates per bucket of the rows of `src`. */
-const callsAggSql = (src: string) =>
-  `SELECT bucket, sum(n)::BIGINT AS n, sum(err)::BIGINT AS err, sum(lat_sum)::BIGINT AS lat_sum, sum(lat_n)::BIGINT AS lat_n,
-          min(lat_min) AS lat_min, max(lat_max) AS lat_max, bool_or(dirty) AS dirty FROM ${src} GROUP BY bucket`
+const callsAggSql = (src: string, parts: readonly TokenPart[]) =>
+  `SELECT bucket, sum(n)::BIGINT AS n, sum(err)::BIGINT AS err, ${parts.map((part) => LATENCY_AGG[part]).join(', ')}${parts.length ? ', ' : ''}bool_or(dirty) AS dirty FROM ${src} GROUP BY bucket`
+
+/** Each part of the latency summed up over a bucket's rows. */
+const LATENCY_AGG: Record<TokenPart, string> = {
+  sum: 'sum(lat_sum)::BIGINT AS lat_sum',
+  n: 'sum(lat_n)::BIGINT AS lat_n',
+  min: 'min(lat_min) AS lat_min',
+  max: 'max(lat_max) AS lat_max',
+}
+
+/**
+ * The parts of the latency a request's calls statements read: its aggregations' (as PARTS_OF), and the extremes
+ * for percentiles (assemble.ts: an estimate is clamped to them).
+ */
+function latencyParts(ctx: StatsContext): TokenPart[] {
+  const cols = ctx.callCols.filter((c) => c.metric === 'latency_ms')
+  const wanted = new Set(cols.flatMap((c) => (c.p !== undefined ? (['min', 'max'] as const) : (PARTS_OF[c.agg ?? ''] ?? TOKEN_PARTS))))
+  return TOKEN_PARTS.filter((part) => wanted.has(part))
+}
 
 /** Latency histogram bins per bucket of the rows of `src`. */
 const latencyAggSql = (src: string) => `SELECT bucket, k, sum(n)::BIGINT AS n FROM ${src} GROUP BY bucket, k`
@@ -330,7 +350,7 @@ export const wantsBins = (ctx: StatsContext) => ctx.callCols.some((c) => c.metri
 
 /** Calls, errors and latency aggregates per bucket. */
 export function callsStatement(input: PiecesInput): Statement {
-  return tableStatement(input, 'calls', callsAggSql('src'))
+  return tableStatement(input, 'calls', callsAggSql('src', latencyParts(input.ctx)))
 }
 
 /** Latency histogram bins per bucket. */
@@ -372,7 +392,7 @@ export function correctionStatement(input: PiecesInput, withPieces = false): Sta
   const where = [`project_id = ${q.p}`, `t >= ${ts(ctx.start)}`, `t < ${ts(ctx.end)}`, ...q.conds].join(' AND ')
   // The correction's rows find their buckets by one ASOF join over the whole range: they are few.
   const bucketed = (rows: string, table: Table) =>
-    `SELECT epoch_ms(b.ts) AS bucket, r.*, r.t AS at FROM (${shaped(`SELECT * FROM ${rows}`, table, 'call', tokens, q.parts)}) r ASOF JOIN b ON r.t >= b.ts`
+    `SELECT epoch_ms(b.ts) AS bucket, r.*, r.t AS at FROM (${shaped(`SELECT * FROM ${rows}`, table, 'call', tokens, partsOf({ input, table }))}) r ASOF JOIN b ON r.t >= b.ts`
   // `withPieces`: each table's pieces join its correction's rows.
   const rows = (name: string, table: Table, correction: string) =>
     withPieces ? addPieces({ ...q, table }, name, [correction]) : q.withs.push(`${name} AS (${correction})`)
@@ -381,7 +401,7 @@ export function correctionStatement(input: PiecesInput, withPieces = false): Sta
     // The call tier keeps latencies in its calls rows (storedAs): the bins come from the same rows.
     q.withs.push(`fx AS MATERIALIZED (SELECT * FROM (${rollups.freshOf('fr_now', 'fr_mark', 'calls', 'call')}) WHERE ${where})`)
     rows('fc', 'calls', bucketed('fx', 'calls'))
-    selects.push(`SELECT 'c' AS kind, * FROM (${callsAggSql('fc')})`)
+    selects.push(`SELECT 'c' AS kind, * FROM (${callsAggSql('fc', latencyParts(ctx))})`)
     if (wantsBins(ctx)) {
       rows('fl', 'latency', bucketed('fx', 'latency'))
       selects.push(`SELECT 'l' AS kind, * FROM (${latencyAggSql('fl')})`)
