@@ -16,6 +16,7 @@ import {
   TOKEN_NAMES,
   USAGE_CALLS,
   contribution,
+  slotMs,
   storedAs,
   tableName,
   timeDim,
@@ -80,6 +81,11 @@ export class Rollups {
   private conn?: CallSession
   private addedRows = 0
   private baseRows = 0
+  /**
+   * The earliest start (ms) of the calls whose rows were added since the tables were last folded: a fold folds the
+   * rows from there on only. Infinity: none added; null: not known (tables loaded from the file), fold everything.
+   */
+  private foldFrom: number | null = null
   private building = false
   /** A catch-up on the tail is queued or running, and when the last one ended (see wanted). */
   private catching: Promise<void> | null = null
@@ -154,6 +160,7 @@ export class Rollups {
     this.x = x
     this.baseRows = await this.size()
     this.addedRows = 0
+    this.foldFrom = null
     this.ready = true
     this.origin = 'loaded'
     await this.advance()
@@ -258,6 +265,7 @@ export class Rollups {
     }
     this.baseRows = await this.size()
     this.addedRows = 0
+    this.foldFrom = Infinity
     this.ready = true
     this.origin = 'rebuilt'
   }
@@ -268,6 +276,7 @@ export class Rollups {
    */
   private async advance(to = this.store.flushedSeq): Promise<void> {
     if (!this.ready) return
+    let earliest = Infinity
     await this.transaction(async (c) => {
       const from = Number((await c.read(`SELECT x FROM ${META}`))[0]![0])
       if (to > from) {
@@ -282,6 +291,10 @@ export class Rollups {
         // The touched calls' rows replaced by their merged state now. Their id range (bound, not spliced)
         // lets the delete skip the row groups holding none of them.
         const [lo, hi] = (await c.read('SELECT min(id), max(id) FROM merged_now'))[0]! as (string | null)[]
+        const first = await c.read(
+          'SELECT epoch_ms(min(started_at)) FROM (SELECT started_at FROM merged_now UNION ALL SELECT started_at FROM merged_before)',
+        )
+        earliest = first[0]![0] === null ? Infinity : Number(first[0]![0])
         const params = new Params()
         await c.run(
           `DELETE FROM ${USAGE_CALLS} u USING merged_now n WHERE u.id >= ${params.add(lo ?? null)} AND u.id <= ${params.add(hi ?? null)} AND u.project_id = n.project_id AND u.id = n.id`,
@@ -294,8 +307,12 @@ export class Rollups {
       }
     })
     this.x = Math.max(this.x, to)
+    if (this.foldFrom !== null) this.foldFrom = Math.min(this.foldFrom, earliest)
     this.addedRows = (await this.size()) - this.baseRows
-    if (this.addedRows > Math.max(10_000, this.baseRows / 4)) await this.consolidate()
+    // A fold from a known start costs what lies past it (with calls arriving as they run, the last minutes): the
+    // tables fold often and briefly. Folding everything costs the whole tables: every quarter of their size.
+    const limit = this.foldFrom === null ? this.baseRows / 4 : Math.min(this.baseRows / 4, 100_000)
+    if (this.addedRows > Math.max(10_000, limit)) await this.consolidate()
   }
 
   /**
@@ -335,33 +352,49 @@ export class Rollups {
 
   /** Folds correction rows into one row per group (and drops groups that cancelled out). Runs by itself after enough flushes. */
   async consolidate(): Promise<void> {
-    await this.transaction(() => this.fold())
+    const from = this.foldFrom
+    await this.transaction(() => this.fold(false, from))
     this.baseRows = await this.size()
     this.addedRows = 0
+    this.foldFrom = Infinity
   }
 
   /**
    * One row per group, sorted by time (queries read a time range; DuckDB's zone maps skip the rest).
-   * In the caller's transaction. `aggregatedOnly`: the call tier is left as it is.
+   * In the caller's transaction. `aggregatedOnly`: the call tier is left as it is. `from` (ms): only the groups of
+   * that time on (their rows replaced by the folded ones, which follow in time order); null: whole tables.
    */
-  private async fold(aggregatedOnly = false): Promise<void> {
+  private async fold(aggregatedOnly = false, from: number | null = null): Promise<void> {
+    const slot = (tier: Tier) => (tier === 'call' ? 1 : slotMs(tier))
     const c = this.conn!
+    if (from === Infinity) return
     const sums = (cols: string[]) => cols.map((x) => `sum(${x})::BIGINT AS ${x}`).join(', ')
     for (const [t, tier] of TABLES) {
       if (aggregatedOnly && tier === 'call') continue
       const dims = TIER_DIMS[tier].join(', ')
       const group = TIER_DIMS[tier].map((_, i) => i + 1).join(', ')
       const next = TIER_DIMS[tier].length + 1
+      const time = timeDim(tier)
+      // A group's rows share its slot (or, in the call tier, its start): those from a slot on hold whole groups.
+      const since = from === null ? null : `${time} >= make_timestamp(${Math.floor(from / slot(tier)) * slot(tier) * 1000})`
+      const rows = since ? `${tableName(t, tier)} WHERE ${since}` : tableName(t, tier)
       // The call tier: identical states summed (a subtracted one cancels the one it undoes).
       const select =
         tier === 'call'
-          ? `SELECT * REPLACE (sum(n)::INTEGER AS n) FROM ${tableName(t, tier)} GROUP BY ALL HAVING sum(n) <> 0`
+          ? `SELECT * REPLACE (sum(n)::INTEGER AS n) FROM ${rows} GROUP BY ALL HAVING sum(n) <> 0`
           : {
-              calls: `SELECT ${dims}, ${sums(['n', 'lat_n', 'lat_sum'])}, min(lat_min) AS lat_min, max(lat_max) AS lat_max, sum(err)::BIGINT AS err, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group} HAVING sum(n) <> 0`,
-              latency: `SELECT ${dims}, k, sum(n)::BIGINT AS n FROM ${tableName(t, tier)} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
-              usage: `SELECT ${dims}, model, sum(n)::BIGINT AS n, ${TOKEN_NAMES.map((m) => `${sums([`${m}_sum`, `${m}_n`])}, min(${m}_min) AS ${m}_min, max(${m}_max) AS ${m}_max`).join(', ')}, bool_or(dirty) AS dirty FROM ${tableName(t, tier)} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
+              calls: `SELECT ${dims}, ${sums(['n', 'lat_n', 'lat_sum'])}, min(lat_min) AS lat_min, max(lat_max) AS lat_max, sum(err)::BIGINT AS err, bool_or(dirty) AS dirty FROM ${rows} GROUP BY ${group} HAVING sum(n) <> 0`,
+              latency: `SELECT ${dims}, k, sum(n)::BIGINT AS n FROM ${rows} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
+              usage: `SELECT ${dims}, model, sum(n)::BIGINT AS n, ${TOKEN_NAMES.map((m) => `${sums([`${m}_sum`, `${m}_n`])}, min(${m}_min) AS ${m}_min, max(${m}_max) AS ${m}_max`).join(', ')}, bool_or(dirty) AS dirty FROM ${rows} GROUP BY ${group}, ${next} HAVING sum(n) <> 0`,
             }[t]
-      await c.run(`CREATE OR REPLACE TABLE ${tableName(t, tier)} AS ${select} ORDER BY project_id, ${timeDim(tier)}`)
+      if (!since) {
+        await c.run(`CREATE OR REPLACE TABLE ${tableName(t, tier)} AS ${select} ORDER BY project_id, ${time}`)
+        continue
+      }
+      await c.run(`CREATE OR REPLACE TEMP TABLE rollup_fold AS ${select}`)
+      await c.run(`DELETE FROM ${tableName(t, tier)} WHERE ${since}`)
+      await c.run(`INSERT INTO ${tableName(t, tier)} BY NAME SELECT * FROM rollup_fold ORDER BY project_id, ${time}`)
+      await c.run('DROP TABLE rollup_fold')
     }
   }
 
