@@ -290,11 +290,13 @@ export class Rollups {
         }
         // The touched calls' rows replaced by their merged state now. Their id range (bound, not spliced)
         // lets the delete skip the row groups holding none of them.
-        const [lo, hi] = (await c.read('SELECT min(id), max(id) FROM merged_now'))[0]! as (string | null)[]
-        const first = await c.read(
-          'SELECT epoch_ms(min(started_at)) FROM (SELECT started_at FROM merged_now UNION ALL SELECT started_at FROM merged_before)',
-        )
-        earliest = first[0]![0] === null ? Infinity : Number(first[0]![0])
+        // With the earliest start of the rows this adds (the next fold starts there), in the same read.
+        const [lo, hi, first] = (
+          await c.read(
+            'SELECT min(id), max(id), (SELECT epoch_ms(min(started_at)) FROM (SELECT started_at FROM merged_now UNION ALL SELECT started_at FROM merged_before)) FROM merged_now',
+          )
+        )[0]! as (string | number | bigint | null)[]
+        earliest = first === null || first === undefined ? Infinity : Number(first)
         const params = new Params()
         await c.run(
           `DELETE FROM ${USAGE_CALLS} u USING merged_now n WHERE u.id >= ${params.add(lo ?? null)} AND u.id <= ${params.add(hi ?? null)} AND u.project_id = n.project_id AND u.id = n.id`,
