@@ -109,7 +109,7 @@ export function targets(routes: Record<string, RouteSummary>, samples: Sample[],
 }
 
 /** p99 of a route's answers per window of `windowS` seconds, at the window's end. */
-function windowP99(l: RouteLog, windowS: number): [number, number][] {
+export function windowP99(l: RouteLog, windowS: number): [number, number][] {
   const buckets = new Map<number, number[]>()
   l.at.forEach((t, i) => {
     const b = Math.floor(t / windowS)

@@ -20,7 +20,7 @@ import { getJson, postJson, traceAuth } from '../src/bench/http.js'
 import { percentile } from '../src/bench/stats.js'
 import { Tally, ingestLoop, type IngestState } from '../src/bench/trace-load.js'
 import { traceOptions } from '../src/bench/trace-options.js'
-import { routeSummary, soakChart, targets, type Sample } from './soak-report.js'
+import { routeSummary, soakChart, targets, windowP99, type Sample } from './soak-report.js'
 import { ingest, ingestLog, readers, type Ctx, type RouteLog } from './soak-traffic.js'
 import { startWeft } from './util.js'
 
@@ -185,6 +185,8 @@ async function main(): Promise<void> {
       routes,
       targets: summary,
       samples: run.samples,
+      // Each route's p99 per sample interval (ms, by the interval's end in s): slow reads lined up with the samples.
+      p99_by_interval: Object.fromEntries([...logs.entries()].sort().map(([k, l]) => [k, windowP99(l, sampleS)])),
     }
     const dir = path.join(ROOT_DIR, 'bench', 'results')
     mkdirSync(dir, { recursive: true })

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process'
+import { openSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -58,7 +59,8 @@ export async function startWeft(opts: {
     ['-c', cpus, process.execPath, ...nodeArgs, main, 'serve', '--port', String(port), '--data-dir', opts.dataDir, ...(opts.args ?? [])],
     {
       env: { ...process.env, WEFT_API_KEY: opts.key, ...opts.env },
-      stdio: ['ignore', 'ignore', 'inherit'],
+      // WEFT_BENCH_SERVER_LOG=file keeps the server's log lines (compactions, rollup builds) for a run's analysis.
+      stdio: ['ignore', process.env.WEFT_BENCH_SERVER_LOG ? openSync(process.env.WEFT_BENCH_SERVER_LOG, 'a') : 'ignore', 'inherit'],
     },
   )
   const url = `http://127.0.0.1:${port}`

@@ -51,7 +51,7 @@ export class CallStore implements CallSource {
   private constructor(private readonly storage: Storage) {
     this.reader = new Reader(
       () => storage.connect(),
-      () => storage.tail.visible(),
+      (mark) => storage.tail.visible(mark),
       storage.opts.queryTimeoutMs,
     )
   }
@@ -67,20 +67,25 @@ export class CallStore implements CallSource {
 
   stats() {
     const t = this.storage.tail.timings
+    const s = this.storage.timings
     // Where a read's time goes: waiting for acknowledged batches to reach the tail, then the query itself;
-    // and what the reads wait on (tail inserts, the tail's rebuild after a flush). Summed since the last reset.
+    // what the reads wait on (tail inserts, the tail's rebuild after a flush); and what competes with them for the
+    // database (flushes with the rollups' update, compactions' folds and swaps). Summed since the last reset.
     const timings = {
       read_visibility_waits: t.readWaits.json(),
       read_queries: this.reader.queries.json(),
       tail_inserts: t.inserts.json(),
       tail_rebuilds: t.rebuilds.json(),
+      flushes: s.flushes.json(),
+      compaction_folds: s.folds.json(),
+      compaction_swaps: s.swaps.json(),
     }
     return { ...this.storage.stats(), readers: this.readerStats, timings_ms: timings }
   }
 
   /** Restarts the sums in stats().timings_ms (GET /admin/stats?reset=true). */
   resetTimings(): void {
-    for (const d of [...Object.values(this.storage.tail.timings), this.reader.queries]) d.reset()
+    for (const d of [...Object.values(this.storage.tail.timings), ...Object.values(this.storage.timings), this.reader.queries]) d.reset()
   }
 
   get segments(): readonly Segment[] {
@@ -202,9 +207,9 @@ export class CallStore implements CallSource {
   }
 
   async query(project: string, opts: QueryOptions): Promise<CallRecord[]> {
-    const { calls, sql, params } = await this.page(project, opts)
+    const { calls, sql, params, mark } = await this.page(project, opts)
     if (calls) return calls
-    return (await this.reader.readAll(sql, params)).map(toCall)
+    return (await this.reader.readAll(sql, params, mark)).map(toCall)
   }
 
   /**
@@ -218,12 +223,12 @@ export class CallStore implements CallSource {
     if (viaPool) return viaPool
     const windows = await this.windowed(project, opts, SELECT_OUT)
     if (windows) return callChunks(await this.reader.streamSeq(windows))
-    const { calls, sql, params } = await this.page(project, opts)
+    const { calls, sql, params, mark } = await this.page(project, opts)
     if (calls)
       return (async function* () {
         if (calls.length) yield calls
       })()
-    return this.reader.stream(sql, params, toCall)
+    return this.reader.stream(sql, params, toCall, mark)
   }
 
   /** Window statements exports have run (see windowed; tests). */
@@ -252,15 +257,17 @@ export class CallStore implements CallSource {
    * files), else its statement (a page by id, or the whole query), as before. A damaged block file is
    * rebuilt in turn with flushes and compactions.
    */
-  private async page(project: string, opts: QueryOptions): Promise<{ calls?: CallRecord[]; sql: string; params: Params }> {
-    const readAll = (s: string, p: Params) => this.reader.readAll(s, p)
+  private async page(project: string, opts: QueryOptions): Promise<{ calls?: CallRecord[]; sql: string; params: Params; mark: number }> {
+    // Its reads follow one another: each sees the writes acknowledged before the first (see Tail.visible).
+    const mark = this.storage.tail.mark()
+    const readAll = (s: string, p: Params) => this.reader.readAll(s, p, mark)
     const plan = await pagePlan(project, opts, readAll)
-    if (!plan) return querySql(project, opts, readAll)
-    if (!plan.located.length || !pageBlocksRead()) return fetchSql(project, plan.ids)
+    if (!plan) return { ...(await querySql(project, opts, readAll)), mark }
+    if (!plan.located.length || !pageBlocksRead()) return { ...fetchSql(project, plan.ids), mark }
     const calls = await pageCalls(this.storage.dir, project, plan, readAll, () => {
       if (!this.storage.closed) void this.storage.exclusive(() => ensurePageIndex(this.storage)).catch(() => {})
     })
-    return { calls, sql: '', params: new Params() }
+    return { calls, sql: '', params: new Params(), mark }
   }
 
   /**

@@ -16,19 +16,21 @@ export class Reader {
 
   constructor(
     private readonly connect: () => Promise<DuckDBConnection>,
-    private readonly visible: () => Promise<void>,
+    /** Waits for the acknowledged writes (those up to a mark, when given: see Tail.visible). */
+    private readonly visible: (mark?: number) => Promise<void>,
     private readonly timeoutMs: number,
   ) {}
 
   /** A fresh connection for one read and its timeout guard. */
-  private async readConn(): Promise<{ conn: DuckDBConnection; guarded: <T>(p: () => Promise<T>) => Promise<T> }> {
-    await this.visible()
+  private async readConn(mark?: number): Promise<{ conn: DuckDBConnection; guarded: <T>(p: () => Promise<T>) => Promise<T> }> {
+    await this.visible(mark)
     const conn = await this.connect()
     return { conn, guarded: interruptAfter(conn, this.timeoutMs) }
   }
 
-  async readAll(sql: string, params: Params): Promise<Row[]> {
-    const { conn, guarded } = await this.readConn()
+  /** All the rows; `mark`: the request's (see Tail.visible), for reads that follow another of the same request. */
+  async readAll(sql: string, params: Params, mark?: number): Promise<Row[]> {
+    const { conn, guarded } = await this.readConn(mark)
     try {
       const reader = await this.queries.time(guarded(() => conn.runAndReadAll(sql, params.values)))
       return objects(reader.columnNames(), reader.getRowsJS())
@@ -41,8 +43,8 @@ export class Reader {
    * The rows a chunk (~2048) at a time, pulled as the consumer asks, each chunk through `shape`. The
    * first chunk is fetched before this resolves, so a bad query fails before any response is sent.
    */
-  async stream<T>(sql: string, params: Params, shape: (r: Row) => T): Promise<AsyncGenerator<T[]>> {
-    const { conn, guarded } = await this.readConn()
+  async stream<T>(sql: string, params: Params, shape: (r: Row) => T, mark?: number): Promise<AsyncGenerator<T[]>> {
+    const { conn, guarded } = await this.readConn(mark)
     try {
       const { chunks, first } = await this.queries.time(
         (async () => {

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api'
+import { Durations } from '../../core/durations.js'
 import { DomainError } from '../../core/errors.js'
 import { BlockFileWriter } from './block-file-writer.js'
 import { foldSegments, idBounds, overSegmentLimit, planCompaction, swapCompacted } from './compact.js'
@@ -52,6 +53,11 @@ export class Storage implements StorageState {
   private sizeFlushQueued = false
   private timer?: NodeJS.Timeout
   private readonly hooks: ((event: SegmentEvent) => Promise<void>)[] = []
+  /**
+   * Flushes (with their hooks: the rollups' update), compactions' folds (beside flushes) and their swaps (with hooks),
+   * timed: a soak lines slow reads up against them (/admin/stats timings_ms).
+   */
+  readonly timings = { flushes: new Durations(), folds: new Durations(), swaps: new Durations() }
   /** Segment files held by pooled reads; WEFT_SEGMENT_RETIRE_MS (tests) shortens the wait before a replaced file goes. */
   readonly pins = new SegmentPins(Number(process.env.WEFT_SEGMENT_RETIRE_MS ?? 30_000))
   readonly blockFiles: BlockFileWriter
@@ -136,7 +142,7 @@ export class Storage implements StorageState {
    * compaction that change the segments; past the segment limit it then compacts (and waits for that).
    */
   async flush(starting?: () => void): Promise<void> {
-    await this.exclusive(() => (starting?.(), this.flushOnce()))
+    await this.exclusive(() => (starting?.(), this.timings.flushes.time(this.flushOnce())))
     if (overSegmentLimit(this.manifest.segments, this.opts.maxSegments)) await this.compactOnce()
   }
 
@@ -161,10 +167,14 @@ export class Storage implements StorageState {
       try {
         const old = await this.exclusive(() => planCompaction(this))
         if (!old) return
-        const made = await foldSegments(this, old)
-        await this.exclusive(async () => {
-          if (await swapCompacted(this, old, made)) for (const hook of this.hooks) await hook('compact').catch(() => {})
-        })
+        const made = await this.timings.folds.time(foldSegments(this, old))
+        await this.exclusive(() =>
+          this.timings.swaps.time(
+            (async () => {
+              if (await swapCompacted(this, old, made)) for (const hook of this.hooks) await hook('compact').catch(() => {})
+            })(),
+          ),
+        )
       } catch (e) {
         this.compactionFailures++
         this.lastCompactionError = e instanceof Error ? e.message : String(e)
