@@ -10,7 +10,11 @@ import { RawJson, parseWithRawValues } from '../src/calls/ingest/raw-json.js'
 import { prepareIngest } from '../src/calls/ingest/prepare.js'
 import { ARROW_MAX_PARTS, ARROW_MIN_PARTS, partsBatch } from '../src/calls/ingest/parts-batch.js'
 import { ARROW_SCAN_SQL, ArrowGroupScan } from '../src/calls/arrow/parts-scan.js'
-import { Tail } from '../src/calls/storage/tail.js'
+import { Tail, tailMoves } from '../src/calls/storage/tail.js'
+
+// These await each insert themselves, with no read to move it: batches move at the next turn rather than after
+// the 100 ms a server's batches may wait for others (test/tail-moves covers that).
+tailMoves.delayMs = 0
 import { isArrowBatch } from '../src/calls/storage/wal.js'
 import { USAGE_FIELDS, type CallPart, type UsageRow } from '../src/calls/model.js'
 import { startServer, tempDir } from './helpers/server.js'

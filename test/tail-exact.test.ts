@@ -3,7 +3,11 @@ import { rm } from 'node:fs/promises'
 import { DuckDBInstance } from '@duckdb/node-api'
 import { encodeParts } from '../src/calls/ingest/encode.js'
 import { RawJson, parseWithRawValues } from '../src/calls/ingest/raw-json.js'
-import { Tail } from '../src/calls/storage/tail.js'
+import { Tail, tailMoves } from '../src/calls/storage/tail.js'
+
+// These await each insert themselves, with no read to move it: batches move at the next turn rather than after
+// the 100 ms a server's batches may wait for others (test/tail-moves covers that).
+tailMoves.delayMs = 0
 import type { CallPart } from '../src/calls/model.js'
 import { tempDir } from './helpers/server.js'
 

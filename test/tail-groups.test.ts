@@ -8,7 +8,11 @@ import { tempDir } from './helpers/server.js'
 
 // The group file's first two writes find the disk full (read when failpoints.js loads, so set before tail.js is).
 process.env.WEFT_FAILPOINTS = 'tail.file:enospc*2'
-const { Tail } = await import('../src/calls/storage/tail.js')
+const { Tail, tailMoves } = await import('../src/calls/storage/tail.js')
+
+// These await each insert themselves, with no read to move it: batches move at the next turn rather than after
+// the 100 ms a server's batches may wait for others (test/tail-moves covers that).
+tailMoves.delayMs = 0
 
 // The tail reads a group of batches as one JSON file and numbers each part by its place in it (see Tail.moveNow):
 // only batches whose seqs follow on in one log generation may share a group, whatever order they are handed over in.
