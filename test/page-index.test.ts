@@ -2,9 +2,10 @@ import t, { type Test } from 'tap'
 import { readdir, rm, truncate } from 'node:fs/promises'
 import path from 'node:path'
 import type { CallPart, QueryOptions } from '../src/calls/model.js'
+import type { Params } from '../src/query/params.js'
 import { CallStore } from '../src/calls/store.js'
 import { foldParts } from '../src/calls/ingest/parts.js'
-import { pageIdsPaths, pageNewer, pageWindow } from '../src/calls/read/page-index.js'
+import { indexPageIds, pageIdsPaths, pageNewer, pageWindow } from '../src/calls/read/page-index.js'
 import { pageIndexLayout } from '../src/calls/storage/page-index.js'
 import { ownFiles } from '../src/calls/storage/segments.js'
 import { tempDir } from './helpers/server.js'
@@ -205,5 +206,46 @@ t.test('a compacted call started again later: merged from its index row wherever
     (await store.query(project, { sort_by: desc, limit: 6 })).map((c) => c.id),
     [0, 1, 2, 3, 59, 58].map(id),
     'then the newest of the rest; the deleted calls stay deleted',
+  )
+})
+
+t.test('a page with newer parts: the first window takes two statements (the groups with the newer start, then the ids)', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const store = await CallStore.open(dir, { flushIntervalMs: 0 })
+  t.teardown(() => store.close())
+  const project = 'pages/statements'
+  const r = rng(7)
+  await store.ingest(foldParts(hourTraces(project, 6, r)))
+  await store.flush()
+  await store.compact()
+  // Newer calls in the tail, started after every compacted one.
+  const now = BigInt(Date.now()) * 1000n
+  await store.ingest(
+    Array.from({ length: 5 }, (_, i) => ({
+      kind: 'start' as const,
+      project_id: project,
+      id: `zz-newer-${i}`,
+      trace_id: `zz-trace-${i}`,
+      op_name: 'op0',
+      started_us: String(now + BigInt(i)),
+    })),
+  )
+  await store.visible()
+  const conn = await store.connect()
+  t.teardown(() => conn.closeSync())
+  const sqls: string[] = []
+  const readAll = async (sql: string, p: Params) => {
+    sqls.push(sql)
+    return (await conn.runAndReadAll(sql, p.values as never)).getRowObjectsJS()
+  }
+  const q: QueryOptions = { sort_by: [{ field: 'started_at', direction: 'desc' }], limit: 2 }
+  const found = await indexPageIds(project, q, readAll)
+  t.same(found?.ids, ['zz-newer-4', 'zz-newer-3'], 'the newest two')
+  t.equal(sqls.length, 2, `statements: ${sqls.map((s) => s.replace(/\s+/g, ' ').slice(0, 40)).join(' | ')}`)
+  t.same(
+    (await store.query(project, q)).map((c) => c.id),
+    found?.ids,
+    'the page is the same through the store',
   )
 })

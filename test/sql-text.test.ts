@@ -72,8 +72,10 @@ const REVIEWED: Record<string, Reviewed> = {
       'merged',
       'c',
       'skip',
+      'newerStartSql',
+      'offset',
     ],
-    why: `${FRAGMENTS}; cols / INDEX_FOLDED / BLOCK_COLUMNS / out: the fixed index column lists; window: a bound timestamp; skip: a bound list of file names; page: a constant ORDER BY and a placeholder; compacted / newerOnly: constants; merged / c: composed of the former`,
+    why: `${FRAGMENTS}; cols / INDEX_FOLDED / BLOCK_COLUMNS / out: the fixed index column lists; window: a bound timestamp; skip: a bound list of file names; page: a constant ORDER BY and a placeholder; compacted / newerOnly: constants; merged / c: composed of the former; newerStartSql: a constant subquery over two placeholders (p, offset)`,
   },
   'src/calls/page-rows.ts': { names: ['segmentSql'], why: 'a segment file path the store generates, quoted by sqlPath (page-blocks.ts)' },
   'src/calls/readers/export.ts': {

@@ -45,17 +45,18 @@ export async function indexPageIds(project: string, opts: QueryOptions, readAll:
   const sort = opts.sort_by
   if (!pageIndexEnabled || !sort || sort.length !== 1 || sort[0]!.field !== 'started_at' || sort[0]!.direction !== 'desc') return null
   const need = opts.limit! + (opts.offset ?? 0)
-  const { groups, newer } = await projectGroups(project, readAll)
+  let newerRows = Math.max(pageNewer.firstRows, need * pageNewer.perCall)
+  // The first window's newer start comes with the groups (one statement fewer: each costs ~5-15 ms of planning).
+  const { groups, newer, start } = await projectGroups(project, newerRows, readAll)
   if (groups.length === 0) return null
   let windowed = newer && pageNewer.windowed
   let indexRows = pageWindow.firstRows
-  let newerRows = Math.max(pageNewer.firstRows, need * pageNewer.perCall)
-  for (;;) {
+  for (let round = 0; ; round++) {
     let from = windowStart(groups, indexRows)
     // Whether the window covers every call: the index's groups all, and fewer newer start parts than asked for.
     let all = from === null
     if (windowed) {
-      const t = await newerStart(project, newerRows, readAll)
+      const t = round === 0 ? start : await newerStart(project, newerRows, readAll)
       if (t !== null) {
         from = from === null || t > from ? t : from
         all = false
@@ -100,14 +101,19 @@ function pageIds(rows: Record<string, unknown>[]): PageIds {
  * than the index (in flushed segments or the tail). Asked in one statement after every acknowledged write
  * is visible (the reader waits for that first), so a write acknowledged before the page was asked for is
  * seen here: its part is in `newer_parts` until a compaction has put it in the index, and both views change
- * in one transaction. Without newer parts the page is the index's alone (pageIdsSql).
+ * in one transaction. Without newer parts the page is the index's alone (pageIdsSql). With them, also the first
+ * window's newer start (newerStart, for `newerRows`) in the same statement.
  */
-async function projectGroups(project: string, readAll: ReadAll): Promise<{ groups: Group[]; newer: boolean }> {
+async function projectGroups(
+  project: string,
+  newerRows: number,
+  readAll: ReadAll,
+): Promise<{ groups: Group[]; newer: boolean; start: bigint | null }> {
   const params = new Params()
   const p = params.add(project)
   const rows = await readAll(
     `SELECT file_name, rows, epoch_us(t_min) AS t_min, epoch_us(t_max) AS t_max,
-        EXISTS (SELECT 1 FROM newer_parts WHERE project_id = ${p}) AS newer
+        EXISTS (SELECT 1 FROM newer_parts WHERE project_id = ${p}) AS newer, (${newerStartSql(p, params.add(newerRows - 1))}) AS start
       FROM page_index_groups WHERE project_min <= ${p} AND project_max >= ${p} ORDER BY t_max DESC NULLS LAST`,
     params,
   )
@@ -117,7 +123,7 @@ async function projectGroups(project: string, readAll: ReadAll): Promise<{ group
     t_min: r.t_min as bigint | null,
     t_max: r.t_max as bigint | null,
   }))
-  return { groups, newer: rows.some((r) => r.newer === true) }
+  return { groups, newer: rows.some((r) => r.newer === true), start: (rows[0]?.start ?? null) as bigint | null }
 }
 
 /**
@@ -127,13 +133,14 @@ async function projectGroups(project: string, readAll: ReadAll): Promise<{ group
 async function newerStart(project: string, rows: number, readAll: ReadAll): Promise<bigint | null> {
   const params = new Params()
   const p = params.add(project)
-  const found = await readAll(
-    `SELECT epoch_us(started_at) AS t FROM newer_parts WHERE project_id = ${p} AND started_at IS NOT NULL
-      ORDER BY started_at DESC LIMIT 1 OFFSET ${params.add(rows - 1)}`,
-    params,
-  )
-  return found.length > 0 ? (found[0]!.t as bigint) : null
+  const found = await readAll(`SELECT (${newerStartSql(p, params.add(rows - 1))}) AS t`, params)
+  return (found[0]?.t ?? null) as bigint | null
 }
+
+/** newerStart's value as a scalar subquery ($p: the project, $offset: rows - 1). */
+const newerStartSql = (p: string, offset: string) =>
+  `SELECT epoch_us(started_at) FROM newer_parts WHERE project_id = ${p} AND started_at IS NOT NULL
+      ORDER BY started_at DESC LIMIT 1 OFFSET ${offset}`
 
 /**
  * The earliest `started_at` of the newest groups holding about `rows` rows, or null when they are all
