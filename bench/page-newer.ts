@@ -13,11 +13,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { randomBytes } from 'node:crypto'
 import type { CallPart, QueryOptions } from '../src/calls/model.js'
 import { CallStore } from '../src/calls/store.js'
 import { pagePlan } from '../src/calls/read/order.js'
 import { pageNewer } from '../src/calls/read/page-index.js'
+import { uuidv7 } from '../src/calls/ids.js'
 import { parseFlags } from '../src/core/config.js'
 import { ROOT_DIR, VERSION } from '../src/core/version.js'
 import { genCalls } from '../scripts/gen-calls.js'
@@ -54,12 +54,6 @@ const SHAPES: Record<string, QueryOptions> = {
   },
 }
 
-/** A UUIDv7 as the SDKs make them: the start's milliseconds first, so ids follow time. */
-function uuid7(ms: number): string {
-  const h = ms.toString(16).padStart(12, '0') + randomBytes(10).toString('hex')
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-7${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 3) | 8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`
-}
-
 /** Calls that arrive after the compaction, in the last hour: traces of 10, ops as gen-calls names them, start and end. */
 function newerCalls(n: number, i0: number): CallPart[] {
   const parts: CallPart[] = []
@@ -68,8 +62,8 @@ function newerCalls(n: number, i0: number): CallPart[] {
   let trace = ''
   for (let i = i0; i < i0 + n; i++) {
     const ms = now - 3_600_000 + Math.floor((i * 3_600_000) / NEWER)
-    const id = uuid7(ms)
-    if (i % 10 === 0) [root, trace] = [id, uuid7(ms)]
+    const id = uuidv7(ms)
+    if (i % 10 === 0) [root, trace] = [id, uuidv7(ms)]
     const latency = 50 + ((i * 7919) % 3000)
     const op = `weave:///${PROJECT}/op/op_${(i * 7) % 20}:v1`
     parts.push(

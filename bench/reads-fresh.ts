@@ -12,8 +12,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { randomBytes } from 'node:crypto'
 import type { CallPart } from '../src/calls/model.js'
+import { uuidv7 } from '../src/calls/ids.js'
 import { parseFlags } from '../src/core/config.js'
 import { ROOT_DIR, VERSION } from '../src/core/version.js'
 import { Params } from '../src/query/params.js'
@@ -29,20 +29,14 @@ const SECONDS = Number(flags.seconds ?? 20)
 const PROJECT = 'bench/reads-fresh'
 const READS = ['page', 'count', 'stats'] as const
 
-/** A UUIDv7 as the SDKs make them (ids follow time). */
-function uuid7(ms: number): string {
-  const h = ms.toString(16).padStart(12, '0') + randomBytes(10).toString('hex')
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-7${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 3) | 8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`
-}
-
 /** A batch of 100 calls started now, each one part (the ingest worker folds a call's start and end sent in one batch). */
 function batch(): CallPart[] {
   const now = Date.now()
   return Array.from({ length: 100 }, (_, i) => ({
     kind: 'merged' as const,
     project_id: PROJECT,
-    id: uuid7(now),
-    trace_id: uuid7(now),
+    id: uuidv7(now),
+    trace_id: uuidv7(now),
     op_name: `weave:///${PROJECT}/op/op_${i % 20}:v1`,
     started_us: now * 1000,
     ended_us: (now + 50 + i) * 1000,

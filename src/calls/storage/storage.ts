@@ -168,13 +168,7 @@ export class Storage implements StorageState {
         const old = await this.exclusive(() => planCompaction(this))
         if (!old) return
         const made = await this.timings.folds.time(foldSegments(this, old))
-        await this.exclusive(() =>
-          this.timings.swaps.time(
-            (async () => {
-              if (await swapCompacted(this, old, made)) for (const hook of this.hooks) await hook('compact').catch(() => {})
-            })(),
-          ),
-        )
+        await this.exclusive(() => this.timings.swaps.time(this.swapOnce(old, made)))
       } catch (e) {
         this.compactionFailures++
         this.lastCompactionError = e instanceof Error ? e.message : String(e)
@@ -183,6 +177,11 @@ export class Storage implements StorageState {
     })().finally(() => (this.compacting = null))
     this.compacting = run
     return run
+  }
+
+  /** A compaction's folded segments named in the manifest, then the hooks (in turn with flushes: see compactOnce). */
+  private async swapOnce(old: readonly Segment[], made: Segment[]): Promise<void> {
+    if (await swapCompacted(this, old, made)) for (const hook of this.hooks) await hook('compact').catch(() => {})
   }
 
   /**
