@@ -4,6 +4,7 @@ import path from 'node:path'
 import { tempDir } from './helpers/server.js'
 import { openAnalytics, startPart, endPart } from '../src/index.js'
 import type { CallStatsReq } from '../src/schemas/calls.js'
+import { Params } from '../src/query/expr.js'
 
 const P = 'e/persist'
 const req: CallStatsReq = {
@@ -149,4 +150,33 @@ t.test('the per-call tier through corrections, deletes and consolidation gives w
   t.same(user.result, scan.result, 'latency percentiles by user (call tier only): the same')
   const calls = (scan.result.call_buckets as { count: number }[]).reduce((s, b) => s + b.count, 0)
   t.ok(calls > 30, `calls counted (${calls})`)
+})
+
+t.test('the rollup tables are kept in small row groups, so that a few minutes of them are read alone', async (t) => {
+  // DuckDB skips a table's data by row group (rollups.ts ROLLUP_ROW_GROUP): at its default of 122,880 rows a request's
+  // edge of a few seconds scanned a whole group of the call tier.
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const a = await openAnalytics(dir, { flushIntervalMs: 0 })
+  t.teardown(() => a.close())
+  await a.ready()
+  await a.store.ingest(calls(0, 20_000))
+  await a.store.flush()
+  const groups = async () =>
+    Number(
+      (
+        await a.store.rows(
+          `SELECT count(DISTINCT row_group_id)::BIGINT AS n FROM pragma_storage_info('rollups_db.rollup_calls_by_call')`,
+          new Params(),
+        )
+      )[0]!.n,
+    )
+  t.equal(
+    Number((await a.store.rows(`SELECT count(*)::BIGINT AS n FROM rollups_db.rollup_calls_by_call`, new Params()))[0]!.n),
+    20_000,
+    'a row a call',
+  )
+  await a.store.compact()
+  await a.store.exclusive(() => a.rollups.rebuild())
+  t.ok((await groups()) >= 2, 'built over 20,000 calls: more than one row group (one at DuckDB default)')
 })
