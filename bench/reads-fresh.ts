@@ -109,14 +109,18 @@ async function main(): Promise<void> {
       await a.ready()
       const out: Record<string, Record<string, number[]>> = {}
       const layout: Record<string, unknown> = {}
+      const rollupMs: Record<string, unknown> = {}
       for (const [name, ingest] of [
         ['after a compaction', false],
         ['with ingest', true],
         ['idle, fresh parts left', false],
       ] as const) {
+        for (const d of Object.values(a.rollups.timings)) d.reset()
         out[name] = await state(a, ingest)
         const st = a.store.stats()
         layout[name] = { tail_parts: st.tail_parts, segments: st.segments, parts_past_x: Math.max(0, a.store.lastSeq - a.rollups.x) }
+        // The rollups' upkeep during the state (advances' merges and inserts, commits, folds: count/total/max ms).
+        rollupMs[name] = Object.fromEntries(Object.entries(a.rollups.timings).map(([k, d]) => [k, d.json()]))
         if (!ingest) {
           const [got, want] = [await a.stats.count(PROJECT, null), await directCount(a)]
           if (got !== want) throw new Error(`${name}: count ${got}, merged calls ${want}`)
@@ -125,7 +129,9 @@ async function main(): Promise<void> {
           const s = spread(out[name]![r]!)
           return `${r} ${s.min.toFixed(0)}/${s.median.toFixed(0)}/${s.max.toFixed(0)}`
         })
-        process.stdout.write(`${name}: ${line.join(', ')} ms (min/median/max); ${JSON.stringify(layout[name])}\n`)
+        process.stdout.write(
+          `${name}: ${line.join(', ')} ms (min/median/max); ${JSON.stringify(layout[name])}; rollups ${JSON.stringify(rollupMs[name])}\n`,
+        )
       }
       const stamp = new Date().toISOString().replace(/[:.]/g, '-')
       const results = {
@@ -133,6 +139,7 @@ async function main(): Promise<void> {
         weft_version: VERSION,
         machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version, load_average_1m: os.loadavg()[0] },
         setup: { calls: CALLS, rate: RATE, seconds: SECONDS, layout },
+        rollups_ms: rollupMs,
         ms: Object.fromEntries(
           Object.entries(out).map(([s, rs]) => [s, Object.fromEntries(Object.entries(rs).map(([r, v]) => [r, { ...spread(v), runs: v }]))]),
         ),

@@ -26,6 +26,7 @@ export interface Sample {
   calls_timings_ms?: Record<string, { count: number; total_ms: number; max_ms: number }> | null
   duckdb_calls_tags_mib?: Record<string, number>
   rollup_catch_ups?: { count: number; total_ms: number; max_ms: number } | null
+  rollup_timings_ms?: Record<string, { count: number; total_ms: number; max_ms: number }> | null
   parts_past_x?: number | null
 }
 

@@ -75,6 +75,8 @@ async function sample(url: string, headers: Record<string, string>, pid: number,
     calls_timings_ms: st.calls?.timings_ms ?? null,
     // The rollups' catch-ups on the tail since the start (count, total and longest ms), and the parts past their mark.
     rollup_catch_ups: st.rollups?.catch_ups ?? null,
+    // Since the last sample: the rollups' merges, inserts, commits and folds, and the commit gate's waits (reads, commits).
+    rollup_timings_ms: st.rollups?.timings_ms ?? null,
     parts_past_x: st.rollups?.parts_past_x ?? null,
     // What holds the store's DuckDB memory (IN_MEMORY_TABLE, OVERFLOW_STRINGS, HASH_TABLE, EXTERNAL_FILE_CACHE, …).
     duckdb_calls_tags_mib: Object.fromEntries(

@@ -200,6 +200,7 @@ t.test('a tail insert out of memory is retried, batch by batch: nothing is refus
   t.same(got.calls.map((c) => c.id).sort(), [...ids].sort(), 'every acknowledged call is readable')
   const stats = (await (await fetch(s.url + '/admin/stats', { headers: s.basic() })).json()) as {
     calls: { tail_failure: string | null; tail_oom_retries: number; timings_ms: Record<string, { count: number; max_ms: number }> }
+    rollups: { timings_ms: Record<string, { count: number; max_ms: number }> }
   }
   t.equal(stats.calls.tail_failure, null, 'the store did not stop')
   t.equal(stats.calls.tail_oom_retries, 2, 'two retries after the group and the first single attempt failed')
@@ -220,6 +221,19 @@ t.test('a tail insert out of memory is retried, batch by batch: nothing is refus
       ['compaction_swaps', 0],
     ],
     'a reset restarts every sum',
+  )
+  // The rollups' upkeep and their commit gate (src/stats/rollups.ts timings, commit-gate.ts waits), reset the same way.
+  t.same(
+    Object.entries(after.rollups.timings_ms).map(([k, d]) => [k, d.count]),
+    [
+      ['merges', 0],
+      ['inserts', 0],
+      ['commits', 0],
+      ['folds', 0],
+      ['gate_read_waits', 0],
+      ['gate_commit_waits', 0],
+    ],
+    'the rollups timings too',
   )
   t.equal(
     (

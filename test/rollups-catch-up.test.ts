@@ -193,3 +193,18 @@ t.test('SIGKILL after a gap: the restart counts every acknowledged call (x never
   catchUpCalls(sent, 0, 100)
   check(t, (await a.stats.run(req)).result, sent, 'after the restart')
 })
+
+t.test('an advance is timed step by step (merges, inserts, commit) for /admin/stats', async (t) => {
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const a = await openAnalytics(dir, { flushIntervalMs: 0 })
+  t.teardown(() => a.close())
+  await a.ready()
+  const before = Object.fromEntries(Object.entries(a.rollups.timings).map(([k, d]) => [k, d.count]))
+  await a.store.ingest(catchUpCalls(new Map(), 0, 200))
+  await a.store.flush()
+  const after = Object.fromEntries(Object.entries(a.rollups.timings).map(([k, d]) => [k, d.count]))
+  t.equal(after.merges! - before.merges!, 1, "the flush's advance merged once")
+  t.equal(after.inserts! - before.inserts!, 1, 'and added its rows once')
+  t.ok(after.commits! - before.commits! >= 1, 'and committed')
+})

@@ -87,6 +87,12 @@ function processStats(d: AdminDeps, eld: IntervalHistogram) {
               catch_ups: rollups.catchUps.json(),
               // Statistics reads and the commits they hold (src/stats/commit-gate.ts).
               gate: rollups.gate.stats(),
+              // Since start or the last reset: the advances' steps, commits and folds, and the gate's waits either way.
+              timings_ms: {
+                ...Object.fromEntries(Object.entries(rollups.timings).map(([k, d]) => [k, d.json()])),
+                gate_read_waits: rollups.gate.waits.reads.json(),
+                gate_commit_waits: rollups.gate.waits.commits.json(),
+              },
             }
           : null,
       /** Requests being handled, this one included. */
@@ -100,6 +106,7 @@ function processStats(d: AdminDeps, eld: IntervalHistogram) {
     if (ctx.query.reset) {
       eld.reset()
       calls?.resetTimings()
+      if (rollups) for (const d of [...Object.values(rollups.timings), ...Object.values(rollups.gate.waits)]) d.reset()
     }
     return { body }
   }

@@ -5,6 +5,8 @@
  * reads in flight (at most `maxWaitMs`: a slow read does not hold up the flushes behind it), and reads wait for a
  * commit in progress or waiting. A read a commit overtook says so (`consistent` false) and is read again.
  */
+import { Durations } from '../core/durations.js'
+
 export class CommitGate {
   /** Bumped before and after each commit: odd while one runs. */
   private epoch = 0
@@ -14,6 +16,8 @@ export class CommitGate {
   private drained: (() => void) | null = null
   /** For /admin/stats: reads, reads a commit overtook, commits, commits that waited for reads, and of those, the ones that waited the whole bound. */
   private readonly counts = { reads: 0, overtaken: 0, commits: 0, waited: 0, waited_full: 0 }
+  /** Time reads waited for a commit, and commits for the reads in flight (since start or the last reset). */
+  readonly waits = { reads: new Durations(), commits: new Durations() }
 
   /** `maxWaitMs`: how long a commit waits for the reads in flight. */
   constructor(public maxWaitMs = 2_000) {}
@@ -24,7 +28,11 @@ export class CommitGate {
 
   /** Runs fn (a read in several statements) between commits. */
   async read<T>(fn: () => Promise<T>): Promise<{ value: T; consistent: boolean }> {
-    while (this.pending) await this.pending
+    if (this.pending) {
+      const t0 = performance.now()
+      while (this.pending) await this.pending
+      this.waits.reads.add(performance.now() - t0)
+    }
     const epoch = this.epoch
     this.readers++
     this.counts.reads++
@@ -47,10 +55,12 @@ export class CommitGate {
       if (this.readers > 0) {
         this.counts.waited++
         let timer: NodeJS.Timeout | undefined
-        const full = await new Promise<boolean>((r) => {
-          this.drained = () => r(false)
-          timer = setTimeout(() => r(true), this.maxWaitMs)
-        })
+        const full = await this.waits.commits.time(
+          new Promise<boolean>((r) => {
+            this.drained = () => r(false)
+            timer = setTimeout(() => r(true), this.maxWaitMs)
+          }),
+        )
         clearTimeout(timer)
         this.drained = null
         if (full) this.counts.waited_full++

@@ -99,6 +99,12 @@ export class Rollups {
   private nextCatchUp = 0
   /** Catch-ups on the tail, timed (for /admin/stats). */
   readonly catchUps = new Durations()
+  /**
+   * The steps of every advance (a flush's or a catch-up's) and fold, timed since start or the last reset (/admin/stats
+   * `rollups.timings_ms`): the touched calls merged now and at the mark, the tables' rows added, the commit (DuckDB's
+   * write of the rollups' file, and its checkpoint when one falls due), and the folds.
+   */
+  readonly timings = { merges: new Durations(), inserts: new Durations(), commits: new Durations(), folds: new Durations() }
 
   constructor(private readonly store: CallSource) {}
 
@@ -203,7 +209,7 @@ export class Rollups {
     try {
       await fn(c)
       hit('rollups.before-commit')
-      await this.gate.commit(() => c.run('COMMIT'))
+      await this.gate.commit(() => this.timings.commits.time(c.run('COMMIT')))
     } catch (e) {
       await c.run('ROLLBACK').catch(() => {})
       throw e
@@ -288,8 +294,11 @@ export class Rollups {
       const from = Number((await c.read(`SELECT x FROM ${META}`))[0]![0])
       if (to > from) {
         const ids = this.store.touched({ after: from, upTo: to }, new Params())
+        const merged = performance.now()
         await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${this.store.merged(ids, FACT_COLUMNS, to)}`)
         await c.run(`CREATE OR REPLACE TEMP TABLE merged_before AS SELECT * FROM ${this.store.merged(ids, FACT_COLUMNS, from)}`)
+        const inserted = performance.now()
+        this.timings.merges.add(inserted - merged)
         for (const [t, tier] of TABLES) {
           await c.run(
             `INSERT INTO ${tableName(t, tier)} ${contribution('merged_now', 1, t, tier)} UNION ALL ${contribution('merged_before', -1, t, tier)}`,
@@ -310,6 +319,7 @@ export class Rollups {
           params,
         )
         await c.run(`INSERT INTO ${USAGE_CALLS} ${usageRows('merged_now')}`)
+        this.timings.inserts.add(performance.now() - inserted)
         await c.run('DROP TABLE merged_now')
         await c.run('DROP TABLE merged_before')
         await c.run(`UPDATE ${META} SET x = ${to}`)
@@ -362,7 +372,7 @@ export class Rollups {
   /** Folds correction rows into one row per group (and drops groups that cancelled out). Runs by itself after enough flushes. */
   async consolidate(): Promise<void> {
     const from = this.foldFrom
-    await this.transaction(() => this.fold(false, from))
+    await this.timings.folds.time(this.transaction(() => this.fold(false, from)))
     this.baseRows = await this.size()
     this.addedRows = 0
     this.foldFrom = Infinity
