@@ -1,9 +1,11 @@
 import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
 import { readdir, rm } from 'node:fs/promises'
+import path from 'node:path'
 import type { CallPart } from '../src/calls/model.js'
 import type { CallStore as Store } from '../src/calls/store.js'
 import { tempDir } from './helpers/server.js'
+import { Params } from '../src/query/expr.js'
 
 // Compaction under a small memory budget (issue 18). A 30-minute soak at 4 GiB stopped compacting after its
 // sixth minute: each compaction folded every part in one id range and ran out of memory, the failure went to
@@ -106,10 +108,19 @@ t.test('a compaction larger than its memory share runs in ranges and finishes', 
   t.teardown(() => store.close())
   const sent = await fill(store, 4, 3000)
   const resplits = store.stats().compaction_resplits
+  const limit = async () => String((await store.rows(`SELECT current_setting('memory_limit') AS l`, new Params()))[0]!.l)
+  const before = await limit()
   await store.compact()
   const st = store.stats()
   t.equal(st.compaction_failures, 0, 'no compaction failed')
   t.equal(st.compaction_resplits, resplits, 'the ranges were small enough the first time')
+  // The fold runs in a DuckDB of its own with one thread (compact.ts foldInstance), not on the store's threads.
+  t.equal(st.compaction_fold_threads, 1, 'the fold ran on one thread')
+  const storeThreads = Number((await store.rows(`SELECT current_setting('threads')::INTEGER AS n`, new Params()))[0]!.n)
+  if (storeThreads > 1) t.not(st.compaction_fold_threads, storeThreads, `not in the store's instance (${storeThreads} threads)`)
+  t.same(await readdir(path.join(dir, 'spill', 'compaction')), [], 'its spill directory is left empty')
+  // Its memory is lent by the store's instance for the fold (the process keeps to its budget) and given back after.
+  t.equal(await limit(), before, `the store's limit is back to ${before}`)
   const rows = store.segments.map((x) => x.rows)
   t.ok(rows.length >= 3, `folded in ${rows.length} ranges (${rows.join(', ')} calls)`)
   const mean = sent.length / rows.length

@@ -11,7 +11,7 @@ import { sizeBytes } from './config.js'
 export const BUDGET_SHARES = { calls: 0.75, catalog: 0.25 } as const
 export type DuckDBRole = keyof typeof BUDGET_SHARES
 /** Spill directories: one per instance's role, and one for the reader threads' instances (see readerSplit). */
-type SpillRole = DuckDBRole | 'readers' | 'blocks'
+type SpillRole = DuckDBRole | 'readers' | 'blocks' | 'compaction'
 
 /** Where an instance spills past its limit: under the data directory (the disk the operator sized), one per role. */
 export function spillDir(dataDir: string, role: SpillRole): string {

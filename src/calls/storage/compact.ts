@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import type { DuckDBConnection } from '@duckdb/node-api'
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api'
 import { progress } from '../../core/progress.js'
 import { Params } from '../../query/expr.js'
 import { FOLDED, latest } from '../model.js'
@@ -8,7 +8,7 @@ import { PARQUET, fileStats, refreshView, segmentFiles, sqlPath } from './parque
 import { fileName, fsyncPath, ownFiles, writeManifest, type Segment } from './segments.js'
 import type { StorageState } from './state.js'
 import { failpointCount, hit } from '../../core/failpoints.js'
-import { BUDGET_SHARES } from '../../core/duckdb-memory.js'
+import { BUDGET_SHARES, cleanSpill, memoryLimitSetting, spillDir } from '../../core/duckdb-memory.js'
 import { outOfMemory } from '../../core/errors.js'
 import { attachPageIndex, ensurePageIndex, pageIndexWanted, writeSegmentIndex } from './page-index.js'
 
@@ -83,16 +83,57 @@ export async function planCompaction(s: StorageState): Promise<readonly Segment[
   return old
 }
 
-/** The compacted segments of `old`, written and fsynced but not yet named by the manifest (see compactInRanges). */
+/**
+ * The compacted segments of `old`, written and fsynced but not yet named by the manifest (see compactInRanges), folded in
+ * a DuckDB of their own with one thread (foldInstance), closed after.
+ */
 export async function foldSegments(s: StorageState, old: readonly Segment[]): Promise<Segment[]> {
-  const conn = await s.connect()
+  const memory = foldMemory(s.opts.memoryLimit)
+  await s.lendMemory(memory)
   try {
-    const made = await compactInRanges(s, conn, old)
-    await fsyncPath(s.dir)
-    return made
+    const db = await foldInstance(s, memory)
+    try {
+      const conn = await db.connect()
+      try {
+        s.foldThreads = Number((await conn.runAndReadAll(`SELECT current_setting('threads')::INTEGER`)).getRowsJS()[0]![0])
+        const made = await compactInRanges(s, conn, old)
+        await fsyncPath(s.dir)
+        return made
+      } finally {
+        conn.closeSync()
+      }
+    } finally {
+      db.closeSync()
+    }
   } finally {
-    conn.closeSync()
+    await s.lendMemory(0)
   }
+}
+
+/**
+ * The instance a fold runs in. The fold reads only segment files and writes new ones, so it needs nothing of the
+ * store's instance; in one of its own it gets one thread, where in the store's it took all of DuckDB's threads (two
+ * here) for tens of seconds, and every read's statements queued behind it: in a 5-minute soak at 2,900 calls/s the
+ * reads' p99 per 10 s was 1.4-2.4 s through a 40-second fold and 0.2-0.4 s after it (bench/README, 2026-12-07 fifth
+ * session). Its memory: a quarter of the store's share (a range is an eighth, and its sort spills past that), which the
+ * store's instance lends it for the fold (at most half of its own limit goes), so the process keeps to its budget;
+ * spilled under the data directory; closed after each fold, so what the fold held goes back at once.
+ */
+async function foldInstance(s: StorageState, memory: number): Promise<DuckDBInstance> {
+  const spill = spillDir(path.dirname(s.dir), 'compaction')
+  await cleanSpill(spill)
+  return DuckDBInstance.create(':memory:', {
+    threads: '1',
+    memory_limit: memoryLimitSetting(memory),
+    temp_directory: spill,
+    // As the store's instance (open.ts): the OS page cache holds the segments' bytes already.
+    enable_external_file_cache: 'false',
+  })
+}
+
+/** A fold's DuckDB limit: twice a range (rangeBytes), a quarter of the store's share, at least 64 MiB. */
+export function foldMemory(memoryLimit: number): number {
+  return Math.max(64 * 2 ** 20, 2 * rangeBytes(memoryLimit))
 }
 
 /**

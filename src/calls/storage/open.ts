@@ -37,9 +37,9 @@ export async function openStorage(dataDir: string, options: StoreOptions = {}): 
   // Held to its share of the budget: without a limit DuckDB takes up to 80 % of RAM (the soak reached 18 GB).
   const spill = spillDir(dataDir, 'calls')
   await cleanSpill(spill)
-  // The reader threads' spill (they start with the first pooled export; see CallStore.startReaders) and the block-file
-  // writer's (block-file-writer.ts).
-  for (const role of ['readers', 'blocks'] as const) await fs.rm(spillDir(dataDir, role), { recursive: true, force: true })
+  // The reader threads' spill (they start with the first pooled export; see CallStore.startReaders), the block-file
+  // writer's (block-file-writer.ts) and the compactions' folds' (compact.ts foldSegments).
+  for (const role of ['readers', 'blocks', 'compaction'] as const) await fs.rm(spillDir(dataDir, role), { recursive: true, force: true })
   const db = await DuckDBInstance.create(':memory:', {
     ...duckdbMemorySettings(opts.memoryLimit, 'calls', spill),
     // A flush takes its parts out of the tail by rebuilding the table (Tail.drop), not by deleting, since deleted

@@ -25,6 +25,10 @@ export interface StorageState {
   readonly blockFiles: BlockFileWriter
   /** Compactions that ran out of memory and were run again in smaller ranges (compact.ts). */
   compactionResplits: number
+  /** DuckDB threads the last fold ran with (compact.ts foldInstance). */
+  foldThreads: number | null
+  /** Lends part of the instance's memory limit to a fold (0: given back); see Storage.lendMemory. */
+  lendMemory(bytes: number): Promise<void>
 }
 
 export function walNumber(name: string): number {

@@ -12,7 +12,7 @@ import type { Manifest, Segment } from './segments.js'
 import { walNumber, type StorageState } from './state.js'
 import type { Tail } from './tail.js'
 import type { Wal } from './wal.js'
-import { memoryLimitSetting, spillDir } from '../../core/duckdb-memory.js'
+import { BUDGET_SHARES, memoryLimitSetting, spillDir } from '../../core/duckdb-memory.js'
 
 export type SegmentEvent = 'flush' | 'compact'
 
@@ -43,6 +43,11 @@ export class Storage implements StorageState {
   private burnedSeq = 0n
   closed = false
   compactionResplits = 0
+  /** DuckDB threads the last compaction's fold ran with (its own instance: compact.ts foldInstance); null before one. */
+  foldThreads: number | null = null
+  /** The instance's memory limit: its share of the budget (half of it once reader threads run), less what a fold borrows. */
+  private memoryShare: number
+  private lent = 0
   /** Compactions that failed (the next flush past the segment limit tries again), and the last one's error. */
   private compactionFailures = 0
   private lastCompactionError: string | null = null
@@ -74,6 +79,7 @@ export class Storage implements StorageState {
     readonly recovered: Recovered,
   ) {
     this.blockFiles = new BlockFileWriter({ memoryLimit: opts.memoryLimit, spillDir: spillDir(path.dirname(dir), 'blocks') })
+    this.memoryShare = opts.memoryLimit * BUDGET_SHARES.calls
   }
 
   /**
@@ -199,11 +205,26 @@ export class Storage implements StorageState {
     return run
   }
 
-  /** A new connection to the database holding `all_parts`. */
   /** Sets the instance's memory limit (its share shrinks once reader threads take part of it: see readerSplit). */
   async limitMemory(bytes: number): Promise<void> {
-    await this.maint.run(`SET GLOBAL memory_limit = '${memoryLimitSetting(bytes)}'`)
+    this.memoryShare = bytes
+    await this.applyMemoryLimit()
   }
+
+  /**
+   * Lends `bytes` of the instance's share to a compaction's fold (compact.ts foldInstance) until it is lent back with
+   * 0, so that the process stays within its budget: the fold ran inside this instance's limit before it had one of its own.
+   */
+  async lendMemory(bytes: number): Promise<void> {
+    this.lent = bytes
+    await this.applyMemoryLimit()
+  }
+
+  private async applyMemoryLimit(): Promise<void> {
+    await this.maint.run(`SET GLOBAL memory_limit = '${memoryLimitSetting(Math.max(this.memoryShare - this.lent, this.memoryShare / 2))}'`)
+  }
+
+  /** A new connection to the database holding `all_parts`. */
 
   connect(): Promise<DuckDBConnection> {
     return this.db.connect()
@@ -260,6 +281,7 @@ export class Storage implements StorageState {
       wal_bytes: this.wal.bytes,
       compaction_failures: this.compactionFailures,
       compaction_resplits: this.compactionResplits,
+      compaction_fold_threads: this.foldThreads,
       last_compaction_error: this.lastCompactionError,
       block_files: { ...this.blockFiles.stats },
     }
