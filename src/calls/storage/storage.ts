@@ -225,7 +225,6 @@ export class Storage implements StorageState {
   }
 
   /** A new connection to the database holding `all_parts`. */
-
   connect(): Promise<DuckDBConnection> {
     return this.db.connect()
   }
