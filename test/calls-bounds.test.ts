@@ -230,6 +230,7 @@ t.test('a tail insert out of memory is retried, batch by batch: nothing is refus
       ['inserts', 0],
       ['commits', 0],
       ['folds', 0],
+      ['checkpoints', 0],
       ['gate_read_waits', 0],
       ['gate_commit_waits', 0],
     ],

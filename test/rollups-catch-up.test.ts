@@ -5,7 +5,7 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { tempDir } from './helpers/server.js'
 import { openAnalytics } from '../src/index.js'
-import { catchUp } from '../src/stats/rollups.js'
+import { catchUp, rollupCheckpoint } from '../src/stats/rollups.js'
 import { CATCH_UP_PROJECT as P, CATCH_UP_REQ as req, catchUpCalls, catchUpId, endOf, type Sent } from './helpers/catch-up-calls.js'
 
 // Reads have the rollups catch up on the tail (src/stats/rollups.ts, wanted): `x` moves into the tail, so the
@@ -207,4 +207,21 @@ t.test('an advance is timed step by step (merges, inserts, commit) for /admin/st
   t.equal(after.merges! - before.merges!, 1, "the flush's advance merged once")
   t.equal(after.inserts! - before.inserts!, 1, 'and added its rows once')
   t.ok(after.commits! - before.commits! >= 1, 'and committed')
+})
+
+t.test("the rollups' file is checkpointed once its log passes a bound, so their changes do not pile up in memory", async (t) => {
+  const dir = tempDir()
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const bound = rollupCheckpoint.logBytes
+  t.teardown(() => (rollupCheckpoint.logBytes = bound))
+  rollupCheckpoint.logBytes = 1
+  const a = await openAnalytics(dir, { flushIntervalMs: 0 })
+  t.teardown(() => a.close())
+  await a.ready()
+  const before = a.rollups.timings.checkpoints.count
+  await a.store.ingest(catchUpCalls(new Map(), 0, 500))
+  await a.store.flush()
+  t.ok(a.rollups.timings.checkpoints.count > before, 'the flush advance checkpointed')
+  const wal = await readFile(path.join(dir, 'rollups', 'rollups.duckdb.wal')).catch(() => Buffer.alloc(0))
+  t.ok(wal.length <= 1, `the log is empty after it (${wal.length} bytes)`)
 })

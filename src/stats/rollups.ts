@@ -46,11 +46,13 @@ export const catchUp = {
 }
 
 /**
- * Rows per row group of the rollup tables (DuckDB's default is 122,880). A request's edges read the minute and call
- * tiers for a few minutes or seconds, and DuckDB skips data by row group (each table is ordered by project and time):
- * at 1M calls a 122,880-row group of the call tier took 3-4 ms to scan for an 11-second edge, 2-3 at 16,384.
+ * Rows per row group of the rollup tables (DuckDB's default is 122,880): a request's edges read the minute and call tiers
+ * for minutes or seconds, and DuckDB skips by row group (an 11-second edge at 1M calls: 3-4 ms to scan, 2-3 at 16,384).
  */
 const ROLLUP_ROW_GROUP = 16_384
+
+/** The rollups' log size past which an advance checkpoints their file (DuckDB's own default threshold); tests lower it. */
+export const rollupCheckpoint = { logBytes: 16 * 2 ** 20 }
 
 /**
  * Statistics pre-aggregated per (project, hour or minute, op, trace root or not) — and model for usage — over
@@ -104,7 +106,13 @@ export class Rollups {
    * `rollups.timings_ms`): the touched calls merged now and at the mark, the tables' rows added, the commit (DuckDB's
    * write of the rollups' file, and its checkpoint when one falls due), and the folds.
    */
-  readonly timings = { merges: new Durations(), inserts: new Durations(), commits: new Durations(), folds: new Durations() }
+  readonly timings = {
+    merges: new Durations(),
+    inserts: new Durations(),
+    commits: new Durations(),
+    folds: new Durations(),
+    checkpoints: new Durations(),
+  }
 
   constructor(private readonly store: CallSource) {}
 
@@ -332,6 +340,17 @@ export class Rollups {
     // tables fold often and briefly. Folding everything costs the whole tables: every quarter of their size.
     const limit = this.foldFrom === null ? this.baseRows / 4 : Math.min(this.baseRows / 4, 100_000)
     if (this.addedRows > Math.max(10_000, limit)) await this.consolidate()
+    await this.checkpointDue()
+  }
+
+  /**
+   * Checkpoints the tables' file once its log passes rollupCheckpoint.logBytes: DuckDB holds the changes since a checkpoint
+   * in memory, and by itself checkpoints past the store's 128 MiB threshold (a 30-minute soak: 1.2-1.9 GiB between them).
+   */
+  private async checkpointDue(): Promise<void> {
+    const log = await fs.stat(path.join(this.dir, 'rollups.duckdb.wal')).catch(() => null)
+    // A checkpoint that fails leaves the changes in the log and in memory, as before: the next advance tries again.
+    if (log && log.size > rollupCheckpoint.logBytes) await this.timings.checkpoints.time(this.save()).catch(() => {})
   }
 
   /**
