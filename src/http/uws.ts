@@ -16,6 +16,9 @@ class UwsExchange implements Exchange {
   aborted = false
   private finished = false
   private abortCbs: (() => void)[] = []
+  /** The wait of a write that met backpressure (see hookWritable). */
+  private drained: (() => void) | null = null
+  private writableHooked = false
   private peer: string | undefined
   /** A body being streamed to the handler (streamBody routes). */
   private body: BodyStream | undefined
@@ -137,10 +140,26 @@ class UwsExchange implements Exchange {
     // uWS has buffered the chunk; wait until the socket drains before producing more.
     return new Promise((resolve) => {
       this.onAbort(resolve)
-      this.res.onWritable(() => {
-        resolve()
-        return true
-      })
+      this.drained = resolve
+      if (!this.writableHooked) this.hookWritable()
+    })
+  }
+
+  /**
+   * One onWritable handler for the response's life, resolving whichever wait is current. uWebSockets.js 20.30 runs a
+   * handler borrowed and then puts it back, over any handler registered meanwhile (HttpResponseData::callOnWritable;
+   * fixed upstream since); the promise a handler resolves continues in the same microtask checkpoint, so a write that
+   * met backpressure again there registered a handler that was then lost, and the answer waited forever. That is what
+   * stopped 2-7 of 10-20 1M-call exports through the reader pool (whose batches are queued ahead, so the next write
+   * comes at once) after 5-13 MB.
+   */
+  private hookWritable(): void {
+    this.writableHooked = true
+    this.res.onWritable(() => {
+      const drained = this.drained
+      this.drained = null
+      drained?.()
+      return true
     })
   }
 
