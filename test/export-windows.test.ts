@@ -12,7 +12,8 @@ import { hex, shuffle } from './helpers/merge-order.js'
  * each (read/windows.ts). Its answer must be the whole query's: every live call once, in order, each as merged.
  * The order is computed here from the parts sent; the calls are compared with pages of the same query, which
  * merge every part of the calls they hold. Windows of 2,048 calls (WEFT_EXPORT_WINDOW_CALLS) over 40,000 calls in
- * five row groups, with late parts (ends of settled calls, new calls between old ones, deletes) flushed and in the tail.
+ * five row groups, with late parts (ends of settled calls, new calls between old ones, deletes) flushed and in the tail;
+ * each export read by the reader pool's workers and in-process.
  */
 
 process.env.WEFT_EXPORT_WINDOW_CALLS = '2048'
@@ -60,13 +61,22 @@ function expected(calls: Call[], filter: (c: Call) => boolean, desc: boolean): s
   return live.map((c) => c.id)
 }
 
-async function exported(store: CallStore, opts: QueryOptions): Promise<{ json: CallRecord[]; arrow: string[] }> {
-  const json: CallRecord[] = []
-  for await (const chunk of await store.stream(PROJECT, opts)) json.push(...chunk)
-  const arrow: string[] = []
-  for await (const b of (await store.streamArrow(PROJECT, opts)).batches) arrow.push(...(b.getChild('id')!.toArray() as string[]))
-  return { json, arrow }
+/** The export as JSON and as Arrow ids, through the reader pool (WEFT_READERS=2) or in-process (0). */
+async function exported(store: CallStore, opts: QueryOptions, pool = true): Promise<{ json: CallRecord[]; arrow: string[] }> {
+  process.env.WEFT_READERS = pool ? '2' : '0'
+  try {
+    const json: CallRecord[] = []
+    for await (const chunk of await store.stream(PROJECT, opts)) json.push(...chunk)
+    const arrow: string[] = []
+    for await (const b of (await store.streamArrow(PROJECT, opts)).batches) arrow.push(...(b.getChild('id')!.toArray() as string[]))
+    return { json, arrow }
+  } finally {
+    delete process.env.WEFT_READERS
+  }
 }
+
+/** Reads the reader pool has taken up (0 before its first). */
+const pooledReads = (store: CallStore) => store.readerStats?.reads ?? 0
 
 /** The same query's calls by pages of 5,000 (each merging every part of its calls). */
 async function paged(store: CallStore, opts: QueryOptions): Promise<CallRecord[]> {
@@ -95,23 +105,26 @@ async function check(t: Test, store: CallStore, calls: Call[], what: string, pag
       true,
     ],
   ]
-  for (const [name, opts, filter, desc] of cases) {
-    const before = store.exportWindows
-    const { json, arrow } = await exported(store, opts)
-    const ids = expected(calls, filter, desc)
-    t.ok(store.exportWindows - before >= 4, `${what}, ${name}: read in windows (${store.exportWindows - before})`)
-    t.equal(json.length, ids.length, `${what}, ${name}: every live call once (${ids.length})`)
-    t.equal(
-      firstDiff(
-        json.map((c) => c.id),
-        ids,
-      ),
-      -1,
-      `${what}, ${name}: in order`,
-    )
-    t.equal(firstDiff(arrow, ids), -1, `${what}, ${name}: Arrow, the same calls in order`)
-    if (pages) t.equal(firstDiff(json, await paged(store, opts)), -1, `${what}, ${name}: each call as the merge has it`)
-  }
+  for (const [name, opts, filter, desc] of cases)
+    for (const pool of [true, false]) {
+      const how = `${what}, ${name}, ${pool ? 'reader pool' : 'in-process'}`
+      const [windows, reads] = [store.exportWindows, pooledReads(store)]
+      const { json, arrow } = await exported(store, opts, pool)
+      const ids = expected(calls, filter, desc)
+      t.equal(pooledReads(store) - reads, pool ? 2 : 0, `${how}: ${pool ? 'both answers' : 'neither'} read by the pool`)
+      t.ok(store.exportWindows - windows >= 4, `${how}: read in windows (${store.exportWindows - windows})`)
+      t.equal(json.length, ids.length, `${how}: every live call once (${ids.length})`)
+      t.equal(
+        firstDiff(
+          json.map((c) => c.id),
+          ids,
+        ),
+        -1,
+        `${how}: in order`,
+      )
+      t.equal(firstDiff(arrow, ids), -1, `${how}: Arrow, the same calls in order`)
+      if (pages) t.equal(firstDiff(json, await paged(store, opts)), -1, `${how}: each call as the merge has it`)
+    }
 }
 
 t.test('an export read in windows of start time answers as the whole query', async (t) => {
@@ -171,15 +184,17 @@ t.test('random ids (row groups overlapping in time) are read whole', async (t) =
   await store.ingest(foldParts(calls.flatMap((c) => [start(c, r), end(c, r)])))
   await store.flush()
   await store.compact()
-  const before = store.exportWindows
-  const { json } = await exported(store, {})
-  t.equal(store.exportWindows, before, 'no windows')
-  t.equal(
-    firstDiff(
-      json.map((c) => c.id),
-      expected(calls, () => true, false),
-    ),
-    -1,
-    'in order',
-  )
+  for (const pool of [true, false]) {
+    const before = store.exportWindows
+    const { json } = await exported(store, {}, pool)
+    t.equal(store.exportWindows, before, `${pool ? 'reader pool' : 'in-process'}: no windows`)
+    t.equal(
+      firstDiff(
+        json.map((c) => c.id),
+        expected(calls, () => true, false),
+      ),
+      -1,
+      `${pool ? 'reader pool' : 'in-process'}: in order`,
+    )
+  }
 })

@@ -78,7 +78,7 @@ const REVIEWED: Record<string, Reviewed> = {
     why: `${FRAGMENTS}; cols / INDEX_FOLDED / BLOCK_COLUMNS / out: the fixed index column lists; window: a bound timestamp; skip: a bound list of file names; page: a constant ORDER BY and a placeholder; compacted / newerOnly: constants; merged / c: composed of the former; newerStartSql: a constant subquery over two placeholders (p, offset)`,
   },
   'src/calls/page-rows.ts': { names: ['segmentSql'], why: 'a segment file path the store generates, quoted by sqlPath (page-blocks.ts)' },
-  'src/calls/readers/export.ts': {
+  'src/calls/readers/statement.ts': {
     names: ['select', 'keyCols', 'matching', 'order'],
     why: `${FRAGMENTS}; sort keys as in read/order.ts (known columns or bound JSON paths)`,
   },
@@ -87,8 +87,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: 'sort keys resolve to known columns or bound JSON paths; direction from asc|desc',
   },
   'src/calls/readers/worker-read.ts': {
-    names: ['files', 'source'],
-    why: 'segment file paths the store generates (checkName), quoted by sqlPath; source: composed of those and constants',
+    names: ['files', 'kept', 'over'],
+    why: 'segment file paths the store generates (checkName), quoted by sqlPath; kept: a constant condition; over: composed of those',
   },
   'src/calls/storage/page-blocks.ts': {
     names: ['rows'],

@@ -27,6 +27,9 @@ import { checkName, type Segment } from './storage/segments.js'
 import type { SegmentEvent, Storage } from './storage/storage.js'
 import { walRecord } from './storage/wal.js'
 
+/** Reader threads for exports unless WEFT_READERS says otherwise: none (see pooled). */
+const DEFAULT_READERS = 0
+
 export type { StoreOptions }
 
 /** An Arrow answer: its schema (known before any row) and its record batches, pulled one at a time. */
@@ -231,8 +234,13 @@ export class CallStore implements CallSource {
     return this.reader.stream(sql, params, toCall, mark)
   }
 
-  /** Window statements exports have run (see windowed; tests). */
-  exportWindows = 0
+  /** Window statements exports have run here (see windowed); the reader pool counts its own. */
+  private windowsHere = 0
+
+  /** Window statements exports have run, here and in the reader pool (tests). */
+  get exportWindows(): number {
+    return this.windowsHere + (this.readers?.stats.windows ?? 0)
+  }
 
   /**
    * An export in start-time order as one statement per window of start time (read/windows.ts), or null when
@@ -246,7 +254,7 @@ export class CallStore implements CallSource {
     return () => {
       const w = windows.next()
       if (!w) return null
-      this.exportWindows++
+      this.windowsHere++
       const params = new Params()
       return { sql: selectSql(project, opts, params, select, w.window), params, done: (rows) => windows.done(w.calls, rows) }
     }
@@ -296,15 +304,14 @@ export class CallStore implements CallSource {
   }
 
   /**
-   * The reader pool for an export (not a page): the segments' calls are read and converted in worker
-   * threads, the tail's on this one, merged in order (readers/export.ts). Off unless WEFT_READERS names a
-   * thread count: a worker's DuckDB materializes the merge ahead of a slow client, so four unread 16 MB
-   * answers grew the server's RSS by 217 MiB against the in-process path's bound of 128 MiB
-   * (test/hostile-clients.test.ts). It becomes the default once its memory follows the client.
+   * The reader pool for an export (not a page): the segments' calls are read and converted in worker threads, a
+   * window of start time at a time as here (readers/worker-read.ts), the tail's on this one, merged in order
+   * (readers/export.ts). Off unless WEFT_READERS names a thread count: on 2 cores a 1M-call export took 1.4-1.8x
+   * as long through the pool as in-process, the batches crossing threads as Arrow IPC (docs/calls-and-storage.md, Store).
    */
   private pooled(opts: QueryOptions): PooledDeps | null {
-    const threads = Number(process.env.WEFT_READERS ?? 0)
-    if (threads <= 0 || this.storage.closed || !isExport(opts)) return null
+    const threads = Number(process.env.WEFT_READERS ?? DEFAULT_READERS)
+    if (!(threads > 0) || this.storage.closed || !isExport(opts)) return null
     this.readers ??= this.startReaders(threads)
     return { storage: this.storage, pool: this.readers }
   }

@@ -1,16 +1,14 @@
 import { JSDuckDBValueConverter, type DuckDBDataChunk, type DuckDBType } from '@duckdb/node-api'
 import type { RecordBatch, Schema } from 'apache-arrow'
-import { Params } from '../../query/expr.js'
 import type { CallRecord, QueryOptions } from '../model.js'
-import { matching } from '../read/merged.js'
 import { toCall } from '../read/to-call.js'
 import type { Storage } from '../storage/storage.js'
 import { chunkKeys, rowObjects } from './keys.js'
 import { mergeRuns, window, type Run, type Slice } from './merge.js'
-import { orderSql, sortKeys, type SortKey } from './order-keys.js'
 import type { ReaderPool } from './pool.js'
-import { toWire, type ReadMessage, type WireValue } from './protocol.js'
+import type { ReadMessage } from './protocol.js'
 import { takeSnapshot } from './snapshot.js'
+import { exportStatement } from './statement.js'
 import { tailChunks } from './tail-side.js'
 
 /** Pages up to this many calls (limit + offset) stay on the store's own two-step page query (calls/read/order.ts). */
@@ -19,29 +17,6 @@ const PAGE_IDS = 10_000
 /** Whether a query is an export (read through the pool) rather than a page. */
 export function isExport(opts: QueryOptions): boolean {
   return opts.limit === undefined || opts.limit === null || opts.limit + (opts.offset ?? 0) > PAGE_IDS
-}
-
-interface Statement {
-  sql: string
-  params: Params
-  wire: WireValue[]
-  keys: SortKey[]
-}
-
-/**
- * The statement both sides run: the calls' columns, then the sort keys as columns, in order, each
- * side reading offset + limit rows (the window is cut after the merge). Null when a bound value
- * cannot cross to a worker.
- */
-function statement(project: string, opts: QueryOptions, select: string): Statement | null {
-  const params = new Params()
-  const keys = sortKeys(opts.sort_by, params)
-  const order = orderSql(keys)
-  const keyCols = keys.map((k, i) => `, ${k.sql} AS __weft_k${i}`).join('')
-  let sql = `SELECT ${select}${keyCols} FROM ${matching(project, { ...opts, limit: undefined, offset: undefined }, params, false, order)} ${order}`
-  if (opts.limit !== undefined && opts.limit !== null) sql += ` LIMIT ${params.add(opts.limit + (opts.offset ?? 0))}`
-  const wire = toWire(params.values)
-  return wire && { sql, params, wire, keys }
 }
 
 /** How one answer format is built from the worker's messages and from the tail's chunks. */
@@ -60,8 +35,7 @@ export interface PooledDeps {
 
 /**
  * A query's answer read through the reader pool (segments) and the main thread (calls with parts in
- * the tail), merged in order. Null when it cannot be (no segment yet, or a value the wire does not
- * carry): the caller reads it in-process.
+ * the tail), merged in order. Null when the project has no segment yet: the caller reads it in-process.
  */
 async function pooled<P>(
   d: PooledDeps,
@@ -70,22 +44,23 @@ async function pooled<P>(
   select: string,
   format: Format<P> & { schema?: (bytes: Uint8Array) => void },
 ): Promise<AsyncGenerator<P> | null> {
-  const st = statement(project, opts, select)
-  if (!st) return null
+  const st = exportStatement(project, opts, select)
   const snap = await takeSnapshot(d.storage, project)
-  if (snap.files.length === 0) {
+  if (snap.settled.length + snap.fresh.length === 0) {
     snap.release()
     return null
   }
   let worker: AsyncGenerator<ReadMessage> | undefined
   try {
     worker = await d.pool.read({
-      files: snap.files,
+      settled: snap.settled,
+      fresh: snap.fresh,
       exclude: snap.tailIds,
-      sql: st.sql,
-      params: st.wire,
-      keys: st.keys.length,
+      project,
+      opts,
+      select,
       format: format.name,
+      withKeys: snap.tailIds.length > 0,
     })
     const tail = snap.tailIds.length ? await tailChunks(d.storage, snap.tailIds, st.sql, st.params) : null
     const first = await worker.next()

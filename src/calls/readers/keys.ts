@@ -18,10 +18,12 @@ export function keyOf(v: DuckDBValue | undefined): Key {
 /** The key columns (from column `from` on) of a chunk, a column array each. */
 export function chunkKeys(chunk: DuckDBDataChunk, from: number): Key[][] {
   const out: Key[][] = []
-  for (let c = from; c < chunk.columnCount; c++) {
+  // rowCount and columnCount ask the native chunk each time: read once.
+  const [rows, columns] = [chunk.rowCount, chunk.columnCount]
+  for (let c = from; c < columns; c++) {
     const v = chunk.getColumnVector(c)
-    const col = new Array<Key>(chunk.rowCount)
-    for (let i = 0; i < chunk.rowCount; i++) col[i] = keyOf(v.getItem(i))
+    const col = new Array<Key>(rows)
+    for (let i = 0; i < rows; i++) col[i] = keyOf(v.getItem(i))
     out.push(col)
   }
   return out

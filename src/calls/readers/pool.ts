@@ -2,7 +2,7 @@ import { MessageChannel } from 'node:worker_threads'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import { DomainError } from '../../core/errors.js'
-import type { ControlMessage, ReadMessage, ReadTask } from './protocol.js'
+import type { ControlMessage, ReadDone, ReadMessage, ReadTask } from './protocol.js'
 import { pooledWorkerOptions } from '../../core/worker-pool-options.js'
 
 export interface ReaderPoolOptions {
@@ -36,8 +36,12 @@ const WORKER = new URL(
  * (protocol.ts CREDITS), so a slow client holds the worker back instead of filling memory.
  */
 export class ReaderPool {
-  private readonly pool: Piscina<Omit<ReadTask, 'port'> & { port: unknown }, { rows: number }>
+  private readonly pool: Piscina<Omit<ReadTask, 'port'> & { port: unknown }, ReadDone>
   private running = 0
+  /** Reads taken up (for /admin/stats and tests). */
+  private reads = 0
+  /** Window statements the workers ran (exports read a window of start time at a time; 0 for reads whole). */
+  private windows = 0
 
   constructor(private readonly opts: ReaderPoolOptions) {
     const threads = Math.max(1, opts.threads ?? 2)
@@ -60,6 +64,7 @@ export class ReaderPool {
     const { port1, port2 } = new MessageChannel()
     const inbox = new Inbox(port1)
     this.running++
+    this.reads++
     const run = this.pool.run({ ...task, port: port2 }, { transferList: [port2] as never })
     const done = run.then(
       () => inbox.finish(null),
@@ -71,7 +76,7 @@ export class ReaderPool {
       inbox.close()
       throw e
     })
-    return messages(inbox, first, this.opts.timeoutMs)
+    return messages(inbox, first, this.opts.timeoutMs, (windows) => (this.windows += windows))
   }
 
   get stats() {
@@ -79,7 +84,9 @@ export class ReaderPool {
       threads: this.pool.threads.length,
       queued: this.pool.queueSize,
       running: this.running,
+      reads: this.reads,
       completed: this.pool.completed,
+      windows: this.windows,
       memory_limit_bytes_each: this.opts.memoryBytes,
     }
   }
@@ -94,20 +101,27 @@ function poolError(e: Error): DomainError {
   return new DomainError(503, `A reader worker failed on this read: ${e.message}`, { retryAfterS: 1 })
 }
 
-async function* messages(inbox: Inbox, first: ReadMessage, timeoutMs: number): AsyncGenerator<ReadMessage> {
-  let ended = false
+/** A read's messages up to its end; `ended` hears the window statements it ran (counted as the read ends, not as its task settles). */
+async function* messages(
+  inbox: Inbox,
+  first: ReadMessage,
+  timeoutMs: number,
+  ended: (windows: number) => void,
+): AsyncGenerator<ReadMessage> {
+  let done = false
   try {
     for (let m = first; ; m = await inbox.next(timeoutMs)) {
       if (m.type === 'error') throw new DomainError(m.status ?? 500, `The read failed: ${m.message}`)
       if (m.type === 'end') {
-        ended = true
+        done = true
+        ended(m.windows)
         return
       }
       inbox.credit()
       yield m
     }
   } finally {
-    if (!ended) inbox.cancel()
+    if (!done) inbox.cancel()
     inbox.close()
   }
 }

@@ -1,31 +1,44 @@
-import { DuckDBListValue, listValue, type DuckDBValue } from '@duckdb/node-api'
+import type { QueryOptions } from '../model.js'
 import type { MessagePort } from 'node:worker_threads'
 
 /**
- * What crosses between the main thread and a reader worker. A read is one statement over a pinned
- * set of segment files (the worker's view `all_parts`), with the ids of calls that have parts in the
- * tail left out (the main thread answers those calls whole; see export.ts). Results come back on
- * `port` as messages, at most CREDITS ahead of what the main thread has taken.
+ * What crosses between the main thread and a reader worker. A read is one query over a pinned set of segment
+ * files (the worker's views `settled_parts`, `fresh_parts` and `all_parts`), with the ids of calls that have parts
+ * in the tail left out (the main thread answers those calls whole; see export.ts). The worker builds its
+ * statements from the query's options (statement.ts), one per window of start time when the compacted segments
+ * allow it (read/windows.ts). Results come back on `port` as messages, at most CREDITS ahead of what the main
+ * thread has taken.
  */
 export interface ReadTask {
-  /** Absolute paths of the segment files (pinned by the main thread for the read's whole life). */
-  files: string[]
+  /** Absolute paths of the compacted segment files (each call one merged row; pinned by the main thread for the read's whole life). */
+  settled: string[]
+  /** …and of the flushed ones (parts still to merge). */
+  fresh: string[]
   /** Ids whose calls the worker leaves out (they have parts in the tail). */
   exclude: string[]
-  sql: string
-  params: WireValue[]
-  /** The last `keys` result columns are sort keys (see merge.ts); the others are the payload. */
-  keys: number
+  project: string
+  /** The query as the client sent it (plain JSON: it crosses by structured clone). */
+  opts: QueryOptions
+  /** The columns to read (the store's own SQL: arrow/calls.ts or SELECT_OUT). */
+  select: string
   /** arrow: IPC record batches; json: each chunk's calls as a JSON array (calls/read/to-call.ts). */
   format: 'arrow' | 'json'
+  /** Whether batches carry their sort keys: the main thread needs them only to merge calls from the tail. */
+  withKeys: boolean
   port: MessagePort
+}
+
+/** What a worker's read returns when it ends: its rows and the window statements it ran (0: read whole). */
+export interface ReadDone {
+  rows: number
+  windows: number
 }
 
 /** Worker → main. `bytes` is moved (transferred), never copied. */
 export type ReadMessage =
   | { type: 'schema'; bytes: Uint8Array }
   | { type: 'batch'; bytes: Uint8Array; rows: number; keys: unknown[][] }
-  | { type: 'end'; rows: number }
+  | { type: 'end'; rows: number; windows: number }
   | { type: 'error'; message: string; status?: number }
 
 /** Main → worker: one more message may be sent; or stop (timeout, the client went away). */
@@ -33,30 +46,3 @@ export type ControlMessage = { type: 'credit' } | { type: 'cancel' }
 
 /** Messages a worker sends ahead of the main thread's taking them: bounds memory per read. */
 export const CREDITS = 4
-
-/** A bound parameter as structured clone carries it (DuckDB's value classes lose their prototype). */
-export type WireValue = string | number | bigint | boolean | null | { list: WireValue[] }
-
-/** Params as they cross to a worker; null when one has a type the wire does not carry (the caller reads in-process). */
-export function toWire(values: readonly DuckDBValue[]): WireValue[] | null {
-  const out: WireValue[] = []
-  for (const v of values) {
-    const w = wireOf(v)
-    if (w === undefined) return null
-    out.push(w)
-  }
-  return out
-}
-
-function wireOf(v: DuckDBValue): WireValue | undefined {
-  if (v === null || ['string', 'number', 'bigint', 'boolean'].includes(typeof v)) return v as WireValue
-  if (v instanceof DuckDBListValue) {
-    const items = toWire(v.items)
-    return items ? { list: items } : undefined
-  }
-  return undefined
-}
-
-export function fromWire(values: readonly WireValue[]): DuckDBValue[] {
-  return values.map((v) => (v !== null && typeof v === 'object' ? listValue(fromWire(v.list)) : v))
-}

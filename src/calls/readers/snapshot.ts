@@ -11,7 +11,9 @@ import { checkName } from '../storage/segments.js'
  * the others whole (tail-side.ts), so no call is merged from half of its parts.
  */
 export interface Snapshot {
-  files: string[]
+  /** The compacted segments' files and the flushed ones' (storage/parquet.ts: settled_parts and fresh_parts). */
+  settled: string[]
+  fresh: string[]
   tailIds: string[]
   /** Unpins the files (once; later calls do nothing). */
   release: () => void
@@ -27,6 +29,8 @@ export async function takeSnapshot(storage: Storage, project: string): Promise<S
   } finally {
     conn.closeSync()
   }
-  const files = storage.segments.map((s) => path.join(storage.dir, checkName(s.file)))
-  return { files, tailIds, release: storage.pins.pin(files) }
+  const file = (s: (typeof storage.segments)[number]) => path.join(storage.dir, checkName(s.file))
+  const settled = storage.segments.filter((s) => s.level).map(file)
+  const fresh = storage.segments.filter((s) => !s.level).map(file)
+  return { settled, fresh, tailIds, release: storage.pins.pin([...settled, ...fresh]) }
 }
