@@ -2,30 +2,16 @@ import t from 'tap'
 import { rm } from 'node:fs/promises'
 import { existsSync } from 'node:fs'
 import path from 'node:path'
-import type { CallPart } from '../src/calls/model.js'
 import { CallStore } from '../src/calls/store.js'
 import { tempDir } from './helpers/server.js'
+import { plainCalls } from './helpers/plain-calls.js'
 
 // One reader thread, and a compaction's replaced files removed at once unless a read holds them.
 process.env.WEFT_READERS = '1'
 process.env.WEFT_SEGMENT_RETIRE_MS = '0'
 
-/** n plain calls (start and end folded), ids in order. */
-function calls(project: string, from: number, n: number): CallPart[] {
-  return Array.from({ length: n }, (_, k) => {
-    const i = from + k
-    return {
-      kind: 'merged' as const,
-      project_id: project,
-      id: i.toString(16).padStart(16, '0'),
-      trace_id: i.toString(16).padStart(32, '0'),
-      op_name: `op${i % 5}`,
-      started_us: String(1_700_000_000_000_000 + i * 1000),
-      ended_us: String(1_700_000_000_000_000 + i * 1000 + 500),
-      inputs: JSON.stringify({ i, pad: 'x'.repeat(200) }),
-    }
-  })
-}
+/** n plain calls with ~200-byte inputs. */
+const calls = (project: string, from: number, n: number) => plainCalls(project, from, n, (i) => ({ i, pad: 'x'.repeat(200) }))
 
 async function rowsOf(s: { batches: AsyncGenerator<{ numRows: number }> }): Promise<number> {
   let n = 0
