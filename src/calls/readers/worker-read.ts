@@ -145,8 +145,8 @@ async function statements(conn: DuckDBConnection, task: ReadTask): Promise<() =>
   const readAll = async (sql: string, params: Params) => (await conn.runAndReadAll(sql, params.values)).getRowObjectsJS()
   const windows = await exportWindows(readAll, task.settled, task.project, task.opts).catch(() => null)
   if (!windows) {
-    let whole: Step | null = exportStatement(task.project, task.opts, task.select, { settled: true })
-    return () => [whole, (whole = null)][0]
+    const steps: Step[] = [exportStatement(task.project, task.opts, task.select, { settled: true })]
+    return () => steps.shift() ?? null
   }
   return () => {
     const w = windows.next()
