@@ -27,8 +27,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: 'column: a literal passed by each caller; l: a placeholder; rangeOf: placeholders',
   },
   'src/calls/read/facts.ts': {
-    names: ['conds', 'merged', 'ids', 'upTo', 'bound', 'i', 'p', 'ts', 'where'],
-    why: `${FRAGMENTS}; bound: an integer or the caller's own scalar subquery of its mark; ts: a timestamp from a number`,
+    names: ['conds', 'merged', 'ids', 'i', 'p', 'ts', 'touchedWhere', 'where'],
+    why: `${FRAGMENTS}; conds: conditions on placeholders, and seq bounds (an integer or the caller's own scalar subquery of its mark); ts: a timestamp from a number; touchedWhere: conditions of the former kinds`,
   },
   'src/calls/read/merged.ts': {
     names: [
@@ -54,8 +54,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: 'segment file paths the store makes from the manifest (checked names), each quoted by sqlPath (storage/parquet.ts)',
   },
   'src/calls/read/order.ts': {
-    names: ['keys', 'l', 'matching', 'order', 'p', 'select', 'match', 'from'],
-    why: `${FRAGMENTS}; sort fields resolve to known columns or bound JSON paths; match: an IN list of placeholders or list_contains of one, and their range; from: the view names tail_parts / all_parts`,
+    names: ['keys', 'l', 'matching', 'order', 'p', 'select', 'match', 'nthNewestSql'],
+    why: `${FRAGMENTS}; sort fields resolve to known columns or bound JSON paths; match: an IN list of placeholders or list_contains of one, and their range; nthNewestSql: page-index.ts's, over the view names tail_parts / all_parts and placeholders`,
   },
   'src/calls/read/page-index.ts': {
     names: [
@@ -73,9 +73,10 @@ const REVIEWED: Record<string, Reviewed> = {
       'c',
       'skip',
       'newerStartSql',
-      'offset',
+      'rows',
+      'from',
     ],
-    why: `${FRAGMENTS}; cols / INDEX_FOLDED / BLOCK_COLUMNS / out: the fixed index column lists; window: a bound timestamp; skip: a bound list of file names; page: a constant ORDER BY and a placeholder; compacted / newerOnly: constants; merged / c: composed of the former; newerStartSql: a constant subquery over two placeholders (p, offset)`,
+    why: `${FRAGMENTS}; cols / INDEX_FOLDED / BLOCK_COLUMNS / out: the fixed index column lists; window: a bound timestamp; skip: a bound list of file names; page: a constant ORDER BY and a placeholder; compacted / newerOnly: constants; merged / c: composed of the former; newerStartSql / nthNewestSql: a constant subquery over placeholders (p, rows) and a view name its callers pass as a literal (from: newer_parts, tail_parts, all_parts)`,
   },
   'src/calls/page-rows.ts': { names: ['segmentSql'], why: 'a segment file path the store generates, quoted by sqlPath (page-blocks.ts)' },
   'src/calls/readers/statement.ts': {
@@ -359,6 +360,10 @@ const REVIEWED: Record<string, Reviewed> = {
   'src/stats/rollup-tables.ts': {
     names: ['TOKEN_NAMES', 'USAGE_FIELDS', 'binSql', 'cols', 'dims', 'extreme', 'group', 'live', 'mc', 'next', 's', 'sign', 'tableName'],
     why: `${FRAGMENTS}; the rollup tables' DDL and rows from the fixed tier definitions; mc: a merged-calls relation the store built`,
+  },
+  'src/stats/fresh-span.ts': {
+    names: ['table', 'merged'],
+    why: "table: the two temporary table names of the loop (constants); merged: the store's merged-call relation over placeholders",
   },
   'src/stats/rollups.ts': {
     names: [

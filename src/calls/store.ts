@@ -3,10 +3,11 @@ import type { DuckDBConnection } from '@duckdb/node-api'
 import type { RecordBatch, Schema, Table } from 'apache-arrow'
 import { arrowSelect, keptColumns } from './arrow/calls.js'
 import { readerSplit, spillDir } from '../core/duckdb-memory.js'
+import { createLogger } from '../core/log.js'
 import { Params } from '../query/params.js'
 import { encodeParts } from './ingest/encode.js'
 import { type CallPart, type CallRecord, type QueryOptions } from './model.js'
-import { matchingView, mergedCalls, touchedCalls, windowIdsSql } from './read/facts.js'
+import { matchingView, mergedCalls, touchedCalls, touchedSpanSql, windowIdsSql } from './read/facts.js'
 import { fetchSql, pagePlan, querySql, selectSql } from './read/order.js'
 import { exportWindows } from './read/windows.js'
 import { callChunks } from './read/chunk-rows.js'
@@ -20,12 +21,24 @@ import { Reader, type Statement } from './read/reader.js'
 import { countSql, descendantsSql, traceBytesSql } from './read/statements.js'
 import { toCall } from './read/to-call.js'
 import { distinctRefsSql } from './read/expand.js'
-import type { CallColumn, CallRelation, CallSession, CallSource, MatchView, SeqBound, TouchedSpec } from './source.js'
+import type { CallColumn, CallRelation, CallSession, CallSource, IdSpan, MatchView, SeqBound, TouchedSpec } from './source.js'
 import { openStorage } from './storage/open.js'
 import type { StoreOptions } from './storage/options.js'
 import { checkName, type Segment } from './storage/segments.js'
 import type { SegmentEvent, Storage } from './storage/storage.js'
 import { walRecord } from './storage/wal.js'
+
+/**
+ * The slow-read log: with WEFT_SLOW_QUERY_MS set, a read statement taking that long or longer to its first rows is
+ * logged (warn) with its time and SQL text. The text holds no request values (they are bound parameters, never
+ * spliced: test/sql-text), so the log carries no user data; it names the statement shape that was slow.
+ */
+function slowReads(): { ms: number; report: (ms: number, sql: string) => void } | undefined {
+  const ms = Number(process.env.WEFT_SLOW_QUERY_MS)
+  if (!(ms >= 0) || process.env.WEFT_SLOW_QUERY_MS === '') return undefined
+  const log = createLogger(process.env.WEFT_LOG_LEVEL || 'info')
+  return { ms, report: (took, sql) => log.warn({ ms: Math.round(took), sql: sql.replace(/\s+/g, ' ').slice(0, 4000) }, 'slow read') }
+}
 
 /** Reader threads for exports unless WEFT_READERS says otherwise: none (see pooled). */
 const DEFAULT_READERS = 0
@@ -56,6 +69,7 @@ export class CallStore implements CallSource {
       () => storage.connect(),
       (mark) => storage.tail.visible(mark),
       storage.opts.queryTimeoutMs,
+      slowReads(),
     )
   }
 
@@ -196,8 +210,17 @@ export class CallStore implements CallSource {
     return touchedCalls(spec, params)
   }
 
-  merged(ids: CallRelation, columns: readonly CallColumn[], upTo: SeqBound | null): CallRelation {
-    return mergedCalls(ids, columns, upTo)
+  touchedSpan(spec: TouchedSpec, params: Params): string {
+    return touchedSpanSql(spec, params)
+  }
+
+  merged(
+    ids: CallRelation,
+    columns: readonly CallColumn[],
+    upTo: SeqBound | null,
+    within?: { span: IdSpan; params: Params } | null,
+  ): CallRelation {
+    return mergedCalls(ids, columns, upTo, within)
   }
 
   async windowIds(project: string, windows: readonly (readonly [number, number])[]): Promise<({ lo: string; hi: string } | null)[]> {

@@ -1,5 +1,6 @@
 import type { Table } from 'apache-arrow'
-import type { CallSource } from '../calls/source.js'
+import type { CallSource, IdSpan } from '../calls/source.js'
+import { readSpan } from './fresh-span.js'
 import type { Prices } from '../catalog/prices.js'
 import type { CallStatsReq } from '../schemas/calls.js'
 import type { CallFilter } from '../schemas/common.js'
@@ -29,7 +30,7 @@ import {
  */
 export class CallStats {
   constructor(
-    private readonly store: Pick<CallSource, 'rows' | 'matching' | 'windowIds'>,
+    private readonly store: Pick<CallSource, 'rows' | 'matching' | 'windowIds' | 'touchedSpan' | 'lastSeq'>,
     private readonly rollups: Rollups | null,
     private readonly prices: Prices,
   ) {}
@@ -96,7 +97,7 @@ export class CallStats {
    */
   private async fromPieces(acc: Accumulator, ctx: StatsContext, pieces: Piece[]): Promise<void> {
     if (!pieces.length) return
-    const input = { ctx, pieces, rollups: this.rollups! }
+    const input = { ctx, pieces, rollups: this.rollups!, span: await this.freshSpan(ctx.project_id) }
     const first = await this.rollups!.gate.read(async () => {
       const part = new Accumulator()
       const correction = correctionStatement(input)
@@ -114,12 +115,22 @@ export class CallStats {
   }
 
   /**
+   * The id span of the project's calls with parts past the rollups' mark (fresh-span.ts), which bounds the
+   * correction's merges; none when no part is past it. Read before the gate: a commit meanwhile only moves the mark on.
+   */
+  private async freshSpan(project: string): Promise<IdSpan | null> {
+    const x = this.rollups!.x
+    if (this.store.lastSeq <= x) return null
+    return readSpan(this.store, { project, after: x }, (sql, params) => this.store.rows(sql, params))
+  }
+
+  /**
    * The number of live calls matching an answerable filter, from the rollups; null when the
    * rollups cannot say (not built yet, or a filter they do not hold).
    */
   async count(project: string, filter: CallFilter | null | undefined): Promise<number | null> {
     if (!this.rollups?.ready) return null
-    const statement = countStatement(this.rollups, project, filter)
+    const statement = countStatement(this.rollups, project, filter, await this.freshSpan(project))
     if (statement === null) return null
     const rows = await this.read(statement)
     return Number(rows[0]!.n)

@@ -1,7 +1,8 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { progress, type Task } from '../core/progress.js'
-import type { CallRelation, CallSession, CallSource } from '../calls/source.js'
+import type { CallRelation, CallSession, CallSource, IdSpan } from '../calls/source.js'
+import { mergeTouched, within, type FreshInputs } from './fresh-span.js'
 import { Params } from '../query/params.js'
 import { cleanStatements } from './rollups-clean.js'
 import {
@@ -301,10 +302,8 @@ export class Rollups {
     await this.transaction(async (c) => {
       const from = Number((await c.read(`SELECT x FROM ${META}`))[0]![0])
       if (to > from) {
-        const ids = this.store.touched({ after: from, upTo: to }, new Params())
         const merged = performance.now()
-        await c.run(`CREATE OR REPLACE TEMP TABLE merged_now AS SELECT * FROM ${this.store.merged(ids, FACT_COLUMNS, to)}`)
-        await c.run(`CREATE OR REPLACE TEMP TABLE merged_before AS SELECT * FROM ${this.store.merged(ids, FACT_COLUMNS, from)}`)
+        await mergeTouched(this.store, c, from, to)
         const inserted = performance.now()
         this.timings.merges.add(inserted - merged)
         for (const [t, tier] of TABLES) {
@@ -440,11 +439,11 @@ export class Rollups {
    * The correction for parts past `x` (see the file comment) as SQL for one table and project (rows
    * as stored, see storedAs), or null when there are none: every part acknowledged before this call is at or below lastSeq.
    */
-  fresh(table: Table, tier: Tier, project: string, params: Params): string | null {
+  fresh(table: Table, tier: Tier, project: string, params: Params, span?: IdSpan | null): string | null {
     if (this.store.lastSeq <= this.x) return null
     this.wanted()
-    const ids = this.store.touched({ project, after: MARK }, params)
-    return this.freshOf(this.store.merged(ids, FACT_COLUMNS, null), this.store.merged(ids, FACT_COLUMNS, MARK), table, tier)
+    const [ids, w] = [this.store.touched({ project, after: MARK, span: span ?? undefined }, params), within(span, params)]
+    return this.freshOf(this.store.merged(ids, FACT_COLUMNS, null, w), this.store.merged(ids, FACT_COLUMNS, MARK, w), table, tier)
   }
 
   /**
@@ -453,15 +452,15 @@ export class Rollups {
    * `x`, both reading the first from `ids`, the name the statement gives it. Null when no part is past `x`. (Each
    * piece merged the tail's calls again: three to six times per `/calls/stats` statement of a dashboard's last hour.)
    */
-  freshInputs(project: string, params: Params, ids: string): { touched: CallRelation; now: CallRelation; atMark: CallRelation } | null {
+  freshInputs(project: string, params: Params, ids: string, span?: IdSpan | null): FreshInputs | null {
     if (this.store.lastSeq <= this.x) return null
     this.wanted()
     // The rows a statement holds of a CallRelation are that relation.
-    const held = `SELECT project_id, id FROM ${ids}` as CallRelation
+    const [held, w] = [`SELECT project_id, id FROM ${ids}` as CallRelation, within(span, params)]
     return {
-      touched: this.store.touched({ project, after: MARK }, params),
-      now: this.store.merged(held, FACT_COLUMNS, null),
-      atMark: this.store.merged(held, FACT_COLUMNS, MARK),
+      touched: this.store.touched({ project, after: MARK, span: span ?? undefined }, params),
+      now: this.store.merged(held, FACT_COLUMNS, null, w),
+      atMark: this.store.merged(held, FACT_COLUMNS, MARK, w),
     }
   }
 

@@ -1,6 +1,6 @@
 import { listValue } from '@duckdb/node-api'
 import { Params } from '../query/expr.js'
-import type { CallColumn, CallSource } from '../calls/source.js'
+import type { CallColumn, CallSource, IdSpan } from '../calls/source.js'
 import type { PriceSpan } from '../catalog/prices.js'
 import { USAGE_METRICS } from '../schemas/calls.js'
 import type { CallFilter } from '../schemas/common.js'
@@ -103,6 +103,8 @@ export interface PiecesInput {
   ctx: StatsContext
   pieces: Piece[]
   rollups: Pick<Rollups, 'fresh' | 'freshInputs' | 'freshOf'>
+  /** The id span of the calls with parts past the rollups' mark, read before the statements (fresh-span.ts). */
+  span?: IdSpan | null
 }
 
 /** What the SQL of every piece of one statement shares. */
@@ -380,7 +382,7 @@ export function usageStatement(input: PiecesInput): Statement {
 export function correctionStatement(input: PiecesInput, withPieces = false): Statement | null {
   const { ctx, rollups } = input
   const params = new Params()
-  const f = rollups.freshInputs(ctx.project_id, params, 'fr_ids')
+  const f = rollups.freshInputs(ctx.project_id, params, 'fr_ids', input.span)
   if (!f) return null
   const { tokens, costs } = usageShape(ctx)
   const ctes = ctesSql(params, ctx.starts, ctx.usageCols.length && costs ? ctx.spans : [])
@@ -418,13 +420,18 @@ export function correctionStatement(input: PiecesInput, withPieces = false): Sta
 }
 
 /** The number of live calls matching an answerable filter, from the rollups; null for a filter they do not hold. */
-export function countStatement(rollups: Pick<Rollups, 'fresh'>, project: string, filter: CallFilter | null | undefined): Statement | null {
+export function countStatement(
+  rollups: Pick<Rollups, 'fresh'>,
+  project: string,
+  filter: CallFilter | null | undefined,
+  span?: IdSpan | null,
+): Statement | null {
   const params = new Params()
   const dims = dimFilter(filter, params)
   if (dims === null) return null
   const conds = dims.conds
   const p = params.add(project)
-  const fresh = rollups.fresh('calls', dims.tier, project, params)
+  const fresh = rollups.fresh('calls', dims.tier, project, params, span)
   const where = conds.length ? ` WHERE ${conds.join(' AND ')}` : ''
   const sql = `SELECT coalesce(sum(n), 0)::BIGINT AS n FROM (SELECT * FROM ${tableName('calls', dims.tier)} WHERE project_id = ${p}${fresh ? ` UNION ALL ${fresh}` : ''})${where}`
   return { sql, params }

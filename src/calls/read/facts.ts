@@ -5,7 +5,7 @@
 import type { Params } from '../../query/params.js'
 import type { CallFilter } from '../../schemas/common.js'
 import type { QueryOptions } from '../model.js'
-import type { CallColumn, CallRelation, MatchView, SeqBound, TouchedSpec } from '../source.js'
+import type { CallColumn, CallRelation, IdSpan, MatchView, SeqBound, TouchedSpec } from '../source.js'
 import { matching, merged } from './merged.js'
 
 const relation = (sql: string) => sql as CallRelation
@@ -27,6 +27,15 @@ export function matchingView(
 }
 
 export function touchedCalls(spec: TouchedSpec, params: Params): CallRelation {
+  return relation(`SELECT DISTINCT project_id, id FROM all_parts${touchedWhere(spec, params)}`)
+}
+
+/** The least (`lo`) and greatest (`hi`) id of touchedCalls(spec), as one row (nulls for none). */
+export function touchedSpanSql(spec: TouchedSpec, params: Params): string {
+  return `SELECT min(id) AS lo, max(id) AS hi FROM all_parts${touchedWhere(spec, params)}`
+}
+
+function touchedWhere(spec: TouchedSpec, params: Params): string {
   const conds: string[] = []
   if (spec.project !== undefined) conds.push(`project_id = ${params.add(spec.project)}`)
   if (spec.after !== undefined) conds.push(`seq > ${bound(spec.after)}`)
@@ -34,14 +43,23 @@ export function touchedCalls(spec: TouchedSpec, params: Params): CallRelation {
   const [from, before] = spec.ids ?? [null, null]
   if (from !== null) conds.push(`id >= ${params.add(from)}`)
   if (before !== null) conds.push(`id < ${params.add(before)}`)
-  const where = conds.length ? ` WHERE ${conds.join(' AND ')}` : ''
-  return relation(`SELECT DISTINCT project_id, id FROM all_parts${where}`)
+  if (spec.span) conds.push(spanSql(spec.span, params))
+  return conds.length ? ` WHERE ${conds.join(' AND ')}` : ''
 }
 
-export function mergedCalls(ids: CallRelation, columns: readonly CallColumn[], upTo: SeqBound | null): CallRelation {
-  return relation(`(${merged(columns, false)} SEMI JOIN (${ids}) f USING (project_id, id)
-    ${upTo === null ? '' : `WHERE seq <= ${bound(upTo)}`} GROUP BY project_id, id)`)
+export function mergedCalls(
+  ids: CallRelation,
+  columns: readonly CallColumn[],
+  upTo: SeqBound | null,
+  within?: { span: IdSpan; params: Params } | null,
+): CallRelation {
+  const conds = [...(within ? [spanSql(within.span, within.params)] : []), ...(upTo === null ? [] : [`seq <= ${bound(upTo)}`])]
+  const where = conds.length ? `WHERE ${conds.join(' AND ')}` : ''
+  return relation(`(${merged(columns, false)} SEMI JOIN (${ids}) f USING (project_id, id) ${where} GROUP BY project_id, id)`)
 }
+
+/** Ids in the span, its ends bound: a condition the Parquet scans prune row groups by (see IdSpan). */
+const spanSql = (span: IdSpan, params: Params) => `id >= ${params.add(span[0])} AND id <= ${params.add(span[1])}`
 
 /** One row per window: its number `w` and the least and greatest id started in it. */
 export function windowIdsSql(windows: readonly (readonly [number, number])[], params: Params, project: string): string {

@@ -3,7 +3,7 @@ import { Params, fieldSql } from '../../query/expr.js'
 import type { QueryOptions } from '../model.js'
 import { rangeOf } from '../../query/list-filters.js'
 import { MERGED, SELECT_OUT, matching } from './merged.js'
-import { indexPageIds, pageNewer, type PageIds } from './page-index.js'
+import { indexPageIds, nthNewestSql, pageNewer, type PageIds } from './page-index.js'
 import type { Window } from './windows.js'
 
 type ReadAll = (sql: string, params: Params) => Promise<Record<string, unknown>[]>
@@ -122,12 +122,8 @@ async function mergedIds(project: string, opts: QueryOptions, readAll: ReadAll, 
 async function nthNewestStart(project: string, rows: number, readAll: ReadAll): Promise<bigint | null> {
   for (const from of ['tail_parts', 'all_parts']) {
     const params = new Params()
-    const found = await readAll(
-      `SELECT epoch_us(started_at) AS t FROM ${from} WHERE project_id = ${params.add(project)} AND started_at IS NOT NULL
-        ORDER BY started_at DESC LIMIT 1 OFFSET ${params.add(rows - 1)}`,
-      params,
-    )
-    if (found.length > 0) return found[0]!.t as bigint
+    const found = await readAll(`SELECT (${nthNewestSql(from, params.add(project), params.add(rows))}) AS t`, params)
+    if (found[0]?.t !== null && found[0]?.t !== undefined) return found[0].t as bigint
   }
   return null
 }

@@ -113,7 +113,7 @@ async function projectGroups(
   const p = params.add(project)
   const rows = await readAll(
     `SELECT file_name, rows, epoch_us(t_min) AS t_min, epoch_us(t_max) AS t_max,
-        EXISTS (SELECT 1 FROM newer_parts WHERE project_id = ${p}) AS newer, (${newerStartSql(p, params.add(newerRows - 1))}) AS start
+        EXISTS (SELECT 1 FROM newer_parts WHERE project_id = ${p}) AS newer, (${newerStartSql(p, params.add(newerRows))}) AS start
       FROM page_index_groups WHERE project_min <= ${p} AND project_max >= ${p} ORDER BY t_max DESC NULLS LAST`,
     params,
   )
@@ -133,14 +133,21 @@ async function projectGroups(
 async function newerStart(project: string, rows: number, readAll: ReadAll): Promise<bigint | null> {
   const params = new Params()
   const p = params.add(project)
-  const found = await readAll(`SELECT (${newerStartSql(p, params.add(rows - 1))}) AS t`, params)
+  const found = await readAll(`SELECT (${newerStartSql(p, params.add(rows))}) AS t`, params)
   return (found[0]?.t ?? null) as bigint | null
 }
 
-/** newerStart's value as a scalar subquery ($p: the project, $offset: rows - 1). */
-const newerStartSql = (p: string, offset: string) =>
-  `SELECT epoch_us(started_at) FROM newer_parts WHERE project_id = ${p} AND started_at IS NOT NULL
-      ORDER BY started_at DESC LIMIT 1 OFFSET ${offset}`
+/** newerStart's value as a scalar subquery ($p: the project, $rows: rows): see nthNewestSql. */
+const newerStartSql = (p: string, rows: string) => nthNewestSql('newer_parts', p, rows)
+
+/**
+ * The epoch µs of the rows-th newest `started_at` of a project's parts in `from`, or NULL when it has fewer, as a
+ * statement. DuckDB's `max(x, n)` keeps the n greatest in an aggregate: over 240,000 newer parts 20-22 ms, where
+ * `ORDER BY started_at DESC LIMIT 1 OFFSET n - 1` (a top-n sort) took 47-52 for the same value.
+ */
+export const nthNewestSql = (from: string, p: string, rows: string) =>
+  `SELECT epoch_us(CASE WHEN count(*) >= ${rows} THEN list_last(max(started_at, ${rows})) END) FROM ${from}
+      WHERE project_id = ${p} AND started_at IS NOT NULL`
 
 /**
  * The earliest `started_at` of the newest groups holding about `rows` rows, or null when they are all
@@ -215,8 +222,8 @@ function pageIdsSql(
   // index row there), gathered once (MATERIALIZED); whole: every call with a newer part. The index rows in the window
   // of all other calls are read as indexed (the page's filters reach that scan).
   const c = windowed
-    ? `c AS MATERIALIZED (SELECT DISTINCT id FROM newer_parts WHERE project_id = ${p}
-        AND (${window} OR id IN (SELECT id FROM page_index WHERE project_id = ${p} AND ${window}${skip})))`
+    ? `c AS MATERIALIZED (SELECT id FROM newer_parts WHERE project_id = ${p} AND ${window}
+        UNION SELECT id FROM newer_parts WHERE project_id = ${p} AND id IN (SELECT id FROM page_index WHERE project_id = ${p} AND ${window}${skip}))`
     : `c AS (SELECT DISTINCT id FROM newer_parts WHERE project_id = ${p})`
   const sql = `WITH ${c},
     m AS (

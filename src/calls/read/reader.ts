@@ -19,7 +19,21 @@ export class Reader {
     /** Waits for the acknowledged writes (those up to a mark, when given: see Tail.visible). */
     private readonly visible: (mark?: number) => Promise<void>,
     private readonly timeoutMs: number,
+    /** Told of each statement that took `slow.ms` or more to its first rows (the slow-read log; off when absent). */
+    private readonly slow?: { ms: number; report: (ms: number, sql: string) => void },
   ) {}
+
+  /** Times a statement up to its first rows (or all of them) into `queries`, and reports it when slow. */
+  private async timed<T>(sql: string, p: Promise<T>): Promise<T> {
+    const t0 = performance.now()
+    try {
+      return await p
+    } finally {
+      const ms = performance.now() - t0
+      this.queries.add(ms)
+      if (this.slow && ms >= this.slow.ms) this.slow.report(ms, sql)
+    }
+  }
 
   /** A fresh connection for one read and its timeout guard. */
   private async readConn(mark?: number): Promise<{ conn: DuckDBConnection; guarded: <T>(p: () => Promise<T>) => Promise<T> }> {
@@ -32,7 +46,10 @@ export class Reader {
   async readAll(sql: string, params: Params, mark?: number): Promise<Row[]> {
     const { conn, guarded } = await this.readConn(mark)
     try {
-      const reader = await this.queries.time(guarded(() => conn.runAndReadAll(sql, params.values)))
+      const reader = await this.timed(
+        sql,
+        guarded(() => conn.runAndReadAll(sql, params.values)),
+      )
       return objects(reader.columnNames(), reader.getRowsJS())
     } finally {
       conn.closeSync()
@@ -46,7 +63,8 @@ export class Reader {
   async stream<T>(sql: string, params: Params, shape: (r: Row) => T, mark?: number): Promise<AsyncGenerator<T[]>> {
     const { conn, guarded } = await this.readConn(mark)
     try {
-      const { chunks, first } = await this.queries.time(
+      const { chunks, first } = await this.timed(
+        sql,
         (async () => {
           const result = await guarded(() => conn.stream(sql, params.values))
           const chunks = chunkRows(result)
@@ -70,7 +88,8 @@ export class Reader {
   async streamChunks(sql: string, params: Params): Promise<ChunkStream> {
     const { conn, guarded } = await this.readConn()
     try {
-      const { result, first } = await this.queries.time(
+      const { result, first } = await this.timed(
+        sql,
         (async () => {
           const result = await guarded(() => conn.stream(sql, params.values))
           return { result, first: await guarded(() => result.fetchChunk()) }

@@ -1,0 +1,47 @@
+import type { CallRelation, CallSession, CallSource, IdSpan, TouchedSpec } from '../calls/source.js'
+import { Params } from '../query/params.js'
+import { FACT_COLUMNS } from './rollup-tables.js'
+
+/**
+ * The id span of the calls a correction or a catch-up merges (source.ts IdSpan, touchedSpan), read with `read` (the
+ * store's reader for a request, the rollups' own connection in a catch-up), or null when no call has such a part.
+ */
+export async function readSpan(
+  store: Pick<CallSource, 'touchedSpan'>,
+  spec: TouchedSpec,
+  read: (sql: string, params: Params) => Promise<unknown[]>,
+): Promise<IdSpan | null> {
+  const params = new Params()
+  const [row] = await read(store.touchedSpan(spec, params), params)
+  const [lo, hi] = Array.isArray(row) ? row : [(row as Record<string, unknown>)?.lo, (row as Record<string, unknown>)?.hi]
+  return lo === null || lo === undefined ? null : [String(lo), String(hi)]
+}
+
+/** A span as merged() takes it, bound into the statement's `params`; none without a span. */
+export const within = (span: IdSpan | null | undefined, params: Params) => (span ? { span, params } : null)
+
+/**
+ * A catch-up's or a flush's merge (Rollups.advance): the calls with parts in (from, to], merged as they are at `to`
+ * (`merged_now`) and as they were at `from` (`merged_before`), in temporary tables of the caller's transaction `c`.
+ */
+export async function mergeTouched(
+  store: Pick<CallSource, 'touchedSpan' | 'touched' | 'merged'>,
+  c: CallSession,
+  from: number,
+  to: number,
+) {
+  const span = await readSpan(store, { after: from, upTo: to }, (sql, q) => c.read(sql, q))
+  for (const [table, upTo] of [
+    ['merged_now', to],
+    ['merged_before', from],
+  ] as const) {
+    // Each statement its own parameters: the ids' relation and the merge both bind the span.
+    const p = new Params()
+    const ids = store.touched({ after: from, upTo: to, span: span ?? undefined }, p)
+    const merged = store.merged(ids, FACT_COLUMNS, upTo, within(span, p))
+    await c.run(`CREATE OR REPLACE TEMP TABLE ${table} AS SELECT * FROM ${merged}`, p)
+  }
+}
+
+/** A correction's inputs (Rollups.freshInputs): the touched calls, and those calls merged now and at the mark. */
+export type FreshInputs = Record<'touched' | 'now' | 'atMark', CallRelation>
