@@ -88,8 +88,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: 'sort keys resolve to known columns or bound JSON paths; direction from asc|desc',
   },
   'src/calls/readers/worker-read.ts': {
-    names: ['files', 'kept', 'over'],
-    why: 'segment file paths the store generates (checkName), quoted by sqlPath; kept: a constant condition; over: composed of those',
+    names: ['partsOver', 'kept', 'over'],
+    why: 'partsOver: storage/parquet.ts over segment file paths the store generates (checkName), quoted by sqlPath; kept: a constant condition; over: composed of those',
   },
   'src/calls/storage/page-blocks.ts': {
     names: ['rows'],

@@ -121,7 +121,7 @@ export class CallStats {
   private async freshSpan(project: string): Promise<IdSpan | null> {
     const x = this.rollups!.x
     if (this.store.lastSeq <= x) return null
-    return readSpan(this.store, { project, after: x }, (sql, params) => this.store.rows(sql, params))
+    return readSpan(this.store, { project, after: x }, async (sql, params) => (await this.store.rows(sql, params)).map((r) => [r.lo, r.hi]))
   }
 
   /**

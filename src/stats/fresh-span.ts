@@ -9,11 +9,10 @@ import { FACT_COLUMNS } from './rollup-tables.js'
 export async function readSpan(
   store: Pick<CallSource, 'touchedSpan'>,
   spec: TouchedSpec,
-  read: (sql: string, params: Params) => Promise<unknown[]>,
+  read: (sql: string, params: Params) => Promise<unknown[][]>,
 ): Promise<IdSpan | null> {
   const params = new Params()
-  const [row] = await read(store.touchedSpan(spec, params), params)
-  const [lo, hi] = Array.isArray(row) ? row : [(row as Record<string, unknown>)?.lo, (row as Record<string, unknown>)?.hi]
+  const [lo, hi] = (await read(store.touchedSpan(spec, params), params))[0] ?? []
   return lo === null || lo === undefined ? null : [String(lo), String(hi)]
 }
 

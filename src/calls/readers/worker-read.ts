@@ -15,7 +15,7 @@ import { ipcEncoder } from '../arrow/ipc.js'
 import { PART_COLUMNS } from '../model.js'
 import { toCall } from '../read/to-call.js'
 import { exportWindows } from '../read/windows.js'
-import { sqlPath } from '../storage/parquet.js'
+import { partsOver, sqlPath } from '../storage/parquet.js'
 import type { Params } from '../../query/expr.js'
 import { chunkKeys, rowObjects } from './keys.js'
 import type { ReaderWorkerData } from './pool.js'
@@ -64,9 +64,7 @@ async function scope(conn: DuckDBConnection, task: ReadTask): Promise<void> {
     kept = ' WHERE id NOT IN (SELECT id FROM excluded)'
   }
   const over = (files: readonly string[]) =>
-    files.length
-      ? `SELECT * FROM (SELECT * FROM read_parquet([${files.map(sqlPath).join(', ')}], union_by_name = true) UNION ALL BY NAME SELECT * FROM no_parts)${kept}`
-      : 'SELECT * FROM no_parts'
+    files.length ? `SELECT * FROM (${partsOver(files.map(sqlPath), 'SELECT * FROM no_parts')})${kept}` : 'SELECT * FROM no_parts'
   await conn.run(`CREATE TEMP VIEW settled_parts AS ${over(task.settled)}`)
   await conn.run(`CREATE TEMP VIEW fresh_parts AS ${over(task.fresh)}`)
   await conn.run('CREATE TEMP VIEW all_parts AS SELECT * FROM settled_parts UNION ALL BY NAME SELECT * FROM fresh_parts')

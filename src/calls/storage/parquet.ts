@@ -33,6 +33,14 @@ export async function fileStats(maint: DuckDBConnection, file: string): Promise<
 }
 
 /**
+ * The parts in these segment files (quoted paths, as segmentFiles and sqlPath give them) followed by `rest`'s, by
+ * column name: the shape of every parts view, the store's (refreshView) and a reader worker's (readers/worker-read.ts).
+ */
+export function partsOver(files: readonly string[], rest: string): string {
+  return files.length ? `SELECT * FROM read_parquet([${files.join(', ')}], union_by_name = true) UNION ALL BY NAME ${rest}` : rest
+}
+
+/**
  * The relations queries read, replaced together in one transaction (a statement sees all of one moment):
  * `all_parts`, every segment then the tail; `tail_parts`, the tail alone; and two halves of all_parts, `settled_parts`, the compacted segments, where each
  * call is one merged row and no two segments share a call (compact.ts), and `fresh_parts`, the flushed segments and
@@ -40,10 +48,7 @@ export async function fileStats(maint: DuckDBConnection, file: string): Promise<
  */
 export async function refreshView(maint: DuckDBConnection, dir: string, segments: readonly Segment[]): Promise<void> {
   const tail = 'SELECT * EXCLUDE (wal_gen) FROM call_parts'
-  const over = (list: readonly Segment[], rest: string) => {
-    const files = segmentFiles(dir, list)
-    return files.length ? `SELECT * FROM read_parquet([${files.join(', ')}], union_by_name = true) UNION ALL BY NAME ${rest}` : rest
-  }
+  const over = (list: readonly Segment[], rest: string) => partsOver(segmentFiles(dir, list), rest)
   const settled = segments.filter((x) => x.level)
   await maint.run('BEGIN')
   try {
