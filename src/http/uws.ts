@@ -34,6 +34,15 @@ class UwsExchange implements Exchange {
   abort(): void {
     this.aborted = true
     for (const cb of this.abortCbs.splice(0)) cb()
+    // A write waiting for the socket to drain ends too (one wait at a time: see write).
+    this.release()
+  }
+
+  /** Resolves the current drain wait, if any. */
+  private release(): void {
+    const drained = this.drained
+    this.drained = null
+    drained?.()
   }
 
   onAbort(cb: () => void): void {
@@ -139,7 +148,7 @@ class UwsExchange implements Exchange {
     if (ok) return Promise.resolve()
     // uWS has buffered the chunk; wait until the socket drains before producing more.
     return new Promise((resolve) => {
-      this.onAbort(resolve)
+      // abort() resolves it as well: no abort callback per wait (a long export waits thousands of times).
       this.drained = resolve
       if (!this.writableHooked) this.hookWritable()
     })
@@ -156,9 +165,7 @@ class UwsExchange implements Exchange {
   private hookWritable(): void {
     this.writableHooked = true
     this.res.onWritable(() => {
-      const drained = this.drained
-      this.drained = null
-      drained?.()
+      this.release()
       return true
     })
   }
