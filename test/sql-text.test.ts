@@ -27,8 +27,26 @@ const REVIEWED: Record<string, Reviewed> = {
     why: 'column: a literal passed by each caller; l: a placeholder; rangeOf: placeholders',
   },
   'src/calls/read/facts.ts': {
-    names: ['conds', 'merged', 'ids', 'i', 'p', 'ts', 'touchedWhere', 'where'],
-    why: `${FRAGMENTS}; conds: conditions on placeholders, and seq bounds (an integer or the caller's own scalar subquery of its mark); ts: a timestamp from a number; touchedWhere: conditions of the former kinds`,
+    names: [
+      'conds',
+      'merged',
+      'ids',
+      'i',
+      'p',
+      'ts',
+      'touchedWhere',
+      'where',
+      'columns',
+      'cols',
+      'more',
+      'parts',
+      'several',
+      'now',
+      'mark',
+      'fold',
+      'cond',
+    ],
+    why: `${FRAGMENTS}; conds, more: conditions on placeholders, and seq bounds (an integer or the caller's own scalar subquery of its mark); ts: a timestamp from a number; touchedWhere: conditions of the former kinds; columns, cols: CallColumn names (a closed union) and latest() over them; ids, parts, several, now, mark: CTE names from the caller's constant prefix; fold: mergedSince's own aggregate over those, cond its condition (a seq bound or true)`,
   },
   'src/calls/read/merged.ts': {
     names: [
@@ -362,8 +380,8 @@ const REVIEWED: Record<string, Reviewed> = {
     why: `${FRAGMENTS}; the rollup tables' DDL and rows from the fixed tier definitions; mc: a merged-calls relation the store built`,
   },
   'src/stats/fresh-span.ts': {
-    names: ['table', 'merged'],
-    why: "table: the two temporary table names of the loop (constants); merged: the store's merged-call relation over placeholders",
+    names: ['table', 'f.withs'],
+    why: "table: the two temporary table names of the loop (constants), and the store's CallRelations naming its CTEs; f.withs: the store's mergedSince items over placeholders",
   },
   'src/stats/rollups.ts': {
     names: [
@@ -374,7 +392,7 @@ const REVIEWED: Record<string, Reviewed> = {
       'dims',
       'file',
       'group',
-      'ids',
+
       'this.store.merged',
       'next',
       'rows',
@@ -420,14 +438,13 @@ const REVIEWED: Record<string, Reviewed> = {
       'time',
       'where',
       'y',
-      'f.now',
-      'f.atMark',
+      'withs',
       'rollups.freshOf',
       'agg.select',
       'head',
       'at',
     ],
-    why: `${FRAGMENTS}; metric and aggregation names come from schema enums; f.now / f.atMark: CallRelations the store made (rollups.freshInputs); rollups.freshOf: the rollups' own fragment over two CTE names`,
+    why: `${FRAGMENTS}; metric and aggregation names come from schema enums; withs: the store's mergedSince items (rollups.freshInputs) over placeholders; rollups.freshOf: the rollups' own fragment over two CTE names`,
   },
   'src/stats/usage.ts': {
     names: ['calls', 'fields', 'id', 'rangeOf', 'rel', 'this.rollups.usageCalls', 'wanted'],

@@ -69,6 +69,30 @@ export interface TouchedSpec {
  */
 export type IdSpan = readonly [string, string]
 
+/** Which calls mergedSince merges: a project's (or every project's) calls with a part past `after` (and at or below `upTo`). */
+export interface SinceSpec {
+  project?: string
+  after: SeqBound
+  /** Parts past this are left out of everything (as if not yet written); none: every part. */
+  upTo?: SeqBound
+  /** Every touched call's id lies in this span (see IdSpan). */
+  span?: IdSpan | null
+}
+
+/**
+ * The calls touched since a mark, merged now and as they were at the mark, as named items of a statement's WITH list
+ * (see CallSource.mergedSince): `withs` go into the statement's WITH, in order; the relations name them.
+ */
+export interface SinceMerge {
+  withs: string[]
+  /** The (project_id, id) of the touched calls. */
+  touched: CallRelation
+  /** Those calls merged from all their parts (up to `upTo`), deleted ones too (`deleted_at`). */
+  now: CallRelation
+  /** Those calls merged from their parts up to `after`; a call with none then has no row. */
+  atMark: CallRelation
+}
+
 /** A connection to the database the calls live in, for statements over CallRelations and the caller's own tables. */
 export interface CallSession {
   run(sql: string, params?: Params): Promise<void>
@@ -133,6 +157,11 @@ export interface CallSource {
     upTo: SeqBound | null,
     within?: { span: IdSpan; params: Params } | null,
   ): CallRelation
+  /**
+   * The calls with a part past `spec.after` merged now and at `after`, in one pass over their parts (mergedSince's WITH
+   * items, named from `prefix`): the same rows as merged() of touched() at both bounds, cheaper (see read/facts.ts).
+   */
+  mergedSince(spec: SinceSpec, columns: readonly CallColumn[], params: Params, prefix: string): SinceMerge
   /** For each window [from, to) in epoch ms, the least and greatest id of the project's parts started in it (null for none). */
   windowIds(project: string, windows: readonly (readonly [number, number])[]): Promise<({ lo: string; hi: string } | null)[]>
   /** Runs a read (after every acknowledged write is visible, with the store's query timeout). */

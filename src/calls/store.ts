@@ -7,7 +7,7 @@ import { createLogger } from '../core/log.js'
 import { Params } from '../query/params.js'
 import { encodeParts } from './ingest/encode.js'
 import { type CallPart, type CallRecord, type QueryOptions } from './model.js'
-import { matchingView, mergedCalls, touchedCalls, touchedSpanSql, windowIdsSql } from './read/facts.js'
+import { matchingView, mergedCalls, mergedSinceSql, touchedCalls, touchedSpanSql, windowIdsSql } from './read/facts.js'
 import { fetchSql, pagePlan, querySql, selectSql } from './read/order.js'
 import { exportWindows } from './read/windows.js'
 import { callChunks } from './read/chunk-rows.js'
@@ -21,7 +21,18 @@ import { Reader, type Statement } from './read/reader.js'
 import { countSql, descendantsSql, traceBytesSql } from './read/statements.js'
 import { toCall } from './read/to-call.js'
 import { distinctRefsSql } from './read/expand.js'
-import type { CallColumn, CallRelation, CallSession, CallSource, IdSpan, MatchView, SeqBound, TouchedSpec } from './source.js'
+import type {
+  CallColumn,
+  CallRelation,
+  CallSession,
+  CallSource,
+  IdSpan,
+  MatchView,
+  SeqBound,
+  SinceMerge,
+  SinceSpec,
+  TouchedSpec,
+} from './source.js'
 import { openStorage } from './storage/open.js'
 import type { StoreOptions } from './storage/options.js'
 import { checkName, type Segment } from './storage/segments.js'
@@ -221,6 +232,10 @@ export class CallStore implements CallSource {
     within?: { span: IdSpan; params: Params } | null,
   ): CallRelation {
     return mergedCalls(ids, columns, upTo, within)
+  }
+
+  mergedSince(spec: SinceSpec, columns: readonly CallColumn[], params: Params, prefix: string): SinceMerge {
+    return mergedSinceSql(spec, columns, params, prefix)
   }
 
   async windowIds(project: string, windows: readonly (readonly [number, number])[]): Promise<({ lo: string; hi: string } | null)[]> {

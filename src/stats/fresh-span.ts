@@ -1,4 +1,4 @@
-import type { CallRelation, CallSession, CallSource, IdSpan, TouchedSpec } from '../calls/source.js'
+import type { CallSession, CallSource, IdSpan, TouchedSpec } from '../calls/source.js'
 import { Params } from '../query/params.js'
 import { FACT_COLUMNS } from './rollup-tables.js'
 
@@ -16,31 +16,19 @@ export async function readSpan(
   return lo === null || lo === undefined ? null : [String(lo), String(hi)]
 }
 
-/** A span as merged() takes it, bound into the statement's `params`; none without a span. */
-export const within = (span: IdSpan | null | undefined, params: Params) => (span ? { span, params } : null)
-
 /**
  * A catch-up's or a flush's merge (Rollups.advance): the calls with parts in (from, to], merged as they are at `to`
  * (`merged_now`) and as they were at `from` (`merged_before`), in temporary tables of the caller's transaction `c`.
  */
-export async function mergeTouched(
-  store: Pick<CallSource, 'touchedSpan' | 'touched' | 'merged'>,
-  c: CallSession,
-  from: number,
-  to: number,
-) {
+export async function mergeTouched(store: Pick<CallSource, 'touchedSpan' | 'mergedSince'>, c: CallSession, from: number, to: number) {
   const span = await readSpan(store, { after: from, upTo: to }, (sql, q) => c.read(sql, q))
-  for (const [table, upTo] of [
-    ['merged_now', to],
-    ['merged_before', from],
-  ] as const) {
-    // Each statement its own parameters: the ids' relation and the merge both bind the span.
+  for (const table of ['merged_now', 'merged_before'] as const) {
+    // Each statement its own parameters (the merge's items bind the span).
     const p = new Params()
-    const ids = store.touched({ after: from, upTo: to, span: span ?? undefined }, p)
-    const merged = store.merged(ids, FACT_COLUMNS, upTo, within(span, p))
-    await c.run(`CREATE OR REPLACE TEMP TABLE ${table} AS SELECT * FROM ${merged}`, p)
+    const f = store.mergedSince({ after: from, upTo: to, span }, FACT_COLUMNS, p, 'mt')
+    await c.run(
+      `CREATE OR REPLACE TEMP TABLE ${table} AS WITH ${f.withs.join(', ')} SELECT * FROM ${table === 'merged_now' ? f.now : f.atMark}`,
+      p,
+    )
   }
 }
-
-/** A correction's inputs (Rollups.freshInputs): the touched calls, and those calls merged now and at the mark. */
-export type FreshInputs = Record<'touched' | 'now' | 'atMark', CallRelation>

@@ -1,8 +1,8 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { progress, type Task } from '../core/progress.js'
-import type { CallRelation, CallSession, CallSource, IdSpan } from '../calls/source.js'
-import { mergeTouched, within, type FreshInputs } from './fresh-span.js'
+import type { CallRelation, CallSession, CallSource, IdSpan, SinceMerge } from '../calls/source.js'
+import { mergeTouched } from './fresh-span.js'
 import { Params } from '../query/params.js'
 import { cleanStatements } from './rollups-clean.js'
 import {
@@ -436,32 +436,16 @@ export class Rollups {
   }
 
   /**
-   * The correction for parts past `x` (see the file comment) as SQL for one table and project (rows
-   * as stored, see storedAs), or null when there are none: every part acknowledged before this call is at or below lastSeq.
+   * The correction's inputs for a statement to hold once in its WITH list (SinceMerge, its items named from `prefix`),
+   * where several of its pieces and tiers each need the correction (see the file comment): the calls with parts past
+   * `x`, merged now and as they were at `x`. Null when no part is past `x`: every part acknowledged before this call
+   * is at or below lastSeq. (Each piece merged the tail's calls again: three to six times per `/calls/stats` statement
+   * of a dashboard's last hour.)
    */
-  fresh(table: Table, tier: Tier, project: string, params: Params, span?: IdSpan | null): string | null {
+  freshInputs(project: string, params: Params, prefix: string, span?: IdSpan | null): SinceMerge | null {
     if (this.store.lastSeq <= this.x) return null
     this.wanted()
-    const [ids, w] = [this.store.touched({ project, after: MARK, span: span ?? undefined }, params), within(span, params)]
-    return this.freshOf(this.store.merged(ids, FACT_COLUMNS, null, w), this.store.merged(ids, FACT_COLUMNS, MARK, w), table, tier)
-  }
-
-  /**
-   * The correction's inputs for a statement to hold once (in WITH ... AS MATERIALIZED), where several of its
-   * pieces and tiers each need the correction: the touched calls, and those calls merged now and as they were at
-   * `x`, both reading the first from `ids`, the name the statement gives it. Null when no part is past `x`. (Each
-   * piece merged the tail's calls again: three to six times per `/calls/stats` statement of a dashboard's last hour.)
-   */
-  freshInputs(project: string, params: Params, ids: string, span?: IdSpan | null): FreshInputs | null {
-    if (this.store.lastSeq <= this.x) return null
-    this.wanted()
-    // The rows a statement holds of a CallRelation are that relation.
-    const [held, w] = [`SELECT project_id, id FROM ${ids}` as CallRelation, within(span, params)]
-    return {
-      touched: this.store.touched({ project, after: MARK, span: span ?? undefined }, params),
-      now: this.store.merged(held, FACT_COLUMNS, null, w),
-      atMark: this.store.merged(held, FACT_COLUMNS, MARK, w),
-    }
+    return this.store.mergedSince({ project, after: MARK, span }, FACT_COLUMNS, params, prefix)
   }
 
   /** The correction of one table and tier from the touched calls merged now and at `x` (FROM items: see fresh). */

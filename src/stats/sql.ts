@@ -102,7 +102,7 @@ export function scanWindowStatement(
 export interface PiecesInput {
   ctx: StatsContext
   pieces: Piece[]
-  rollups: Pick<Rollups, 'fresh' | 'freshInputs' | 'freshOf'>
+  rollups: Pick<Rollups, 'freshInputs' | 'freshOf'>
   /** The id span of the calls with parts past the rollups' mark, read before the statements (fresh-span.ts). */
   span?: IdSpan | null
 }
@@ -382,16 +382,12 @@ export function usageStatement(input: PiecesInput): Statement {
 export function correctionStatement(input: PiecesInput, withPieces = false): Statement | null {
   const { ctx, rollups } = input
   const params = new Params()
-  const f = rollups.freshInputs(ctx.project_id, params, 'fr_ids', input.span)
+  const f = rollups.freshInputs(ctx.project_id, params, 'fr', input.span)
   if (!f) return null
   const { tokens, costs } = usageShape(ctx)
   const ctes = ctesSql(params, ctx.starts, ctx.usageCols.length && costs ? ctx.spans : [])
   const q = pieceSql(input, params, 'calls', tokens)
-  q.withs.push(
-    `fr_ids AS MATERIALIZED (${f.touched})`,
-    `fr_now AS MATERIALIZED (SELECT * FROM ${f.now})`,
-    `fr_mark AS MATERIALIZED (SELECT * FROM ${f.atMark})`,
-  )
+  q.withs.push(...f.withs)
   const where = [`project_id = ${q.p}`, `t >= ${ts(ctx.start)}`, `t < ${ts(ctx.end)}`, ...q.conds].join(' AND ')
   // The correction's rows find their buckets by one ASOF join over the whole range: they are few.
   const bucketed = (rows: string, table: Table) =>
@@ -402,7 +398,7 @@ export function correctionStatement(input: PiecesInput, withPieces = false): Sta
   const selects: string[] = []
   if (ctx.callCols.length) {
     // The call tier keeps latencies in its calls rows (storedAs): the bins come from the same rows.
-    q.withs.push(`fx AS MATERIALIZED (SELECT * FROM (${rollups.freshOf('fr_now', 'fr_mark', 'calls', 'call')}) WHERE ${where})`)
+    q.withs.push(`fx AS MATERIALIZED (SELECT * FROM (${rollups.freshOf(f.now, f.atMark, 'calls', 'call')}) WHERE ${where})`)
     rows('fc', 'calls', bucketed('fx', 'calls'))
     selects.push(`SELECT 'c' AS kind, * FROM (${callsAggSql('fc', latencyParts(ctx))})`)
     if (wantsBins(ctx)) {
@@ -412,7 +408,7 @@ export function correctionStatement(input: PiecesInput, withPieces = false): Sta
   }
   if (ctx.usageCols.length) {
     const agg = usageAggSql(ctx, 'fu', 'fy')
-    rows('fu', 'usage', bucketed(`(SELECT * FROM (${rollups.freshOf('fr_now', 'fr_mark', 'usage', 'call')}) WHERE ${where})`, 'usage'))
+    rows('fu', 'usage', bucketed(`(SELECT * FROM (${rollups.freshOf(f.now, f.atMark, 'usage', 'call')}) WHERE ${where})`, 'usage'))
     q.withs.push(agg.with)
     selects.push(`SELECT 'u' AS kind, * FROM (${agg.select})`)
   }
@@ -421,7 +417,7 @@ export function correctionStatement(input: PiecesInput, withPieces = false): Sta
 
 /** The number of live calls matching an answerable filter, from the rollups; null for a filter they do not hold. */
 export function countStatement(
-  rollups: Pick<Rollups, 'fresh'>,
+  rollups: Pick<Rollups, 'freshInputs' | 'freshOf'>,
   project: string,
   filter: CallFilter | null | undefined,
   span?: IdSpan | null,
@@ -431,8 +427,10 @@ export function countStatement(
   if (dims === null) return null
   const conds = dims.conds
   const p = params.add(project)
-  const fresh = rollups.fresh('calls', dims.tier, project, params, span)
+  const f = rollups.freshInputs(project, params, 'fr', span)
   const where = conds.length ? ` WHERE ${conds.join(' AND ')}` : ''
-  const sql = `SELECT coalesce(sum(n), 0)::BIGINT AS n FROM (SELECT * FROM ${tableName('calls', dims.tier)} WHERE project_id = ${p}${fresh ? ` UNION ALL ${fresh}` : ''})${where}`
+  const fresh = f ? ` UNION ALL ${rollups.freshOf(f.now, f.atMark, 'calls', dims.tier)}` : ''
+  const withs = f ? `WITH ${f.withs.join(', ')} ` : ''
+  const sql = `${withs}SELECT coalesce(sum(n), 0)::BIGINT AS n FROM (SELECT * FROM ${tableName('calls', dims.tier)} WHERE project_id = ${p}${fresh})${where}`
   return { sql, params }
 }

@@ -5,7 +5,8 @@
 import type { Params } from '../../query/params.js'
 import type { CallFilter } from '../../schemas/common.js'
 import type { QueryOptions } from '../model.js'
-import type { CallColumn, CallRelation, IdSpan, MatchView, SeqBound, TouchedSpec } from '../source.js'
+import { latest } from '../model.js'
+import type { CallColumn, CallRelation, IdSpan, MatchView, SeqBound, SinceMerge, SinceSpec, TouchedSpec } from '../source.js'
 import { matching, merged } from './merged.js'
 
 const relation = (sql: string) => sql as CallRelation
@@ -56,6 +57,43 @@ export function mergedCalls(
   const conds = [...(within ? [spanSql(within.span, within.params)] : []), ...(upTo === null ? [] : [`seq <= ${bound(upTo)}`])]
   const where = conds.length ? `WHERE ${conds.join(' AND ')}` : ''
   return relation(`(${merged(columns, false)} SEMI JOIN (${ids}) f USING (project_id, id) ${where} GROUP BY project_id, id)`)
+}
+
+/**
+ * The touched calls merged now and at the mark in one pass over their parts. A call with one part (most: the ingest
+ * worker folds an SDK's start and end sent in one batch) is that part as it is, and had no state at the mark (its one
+ * part is past it); only calls with several parts go through the merge's aggregate, which copied every value into its
+ * states. A correction of 60,000 one-part calls in the tail took 106-151 ms as two merges of the touched calls (each
+ * joining all their parts to them again), 68-127 so (bench/README, 2026-12-08). `prefix` names the WITH items: a
+ * constant of the caller's.
+ */
+export function mergedSinceSql(spec: SinceSpec, columns: readonly CallColumn[], params: Params, prefix: string): SinceMerge {
+  const name = (x: string) => `${prefix}_${x}`
+  const [ids, parts, several, now, mark] = [name('ids'), name('parts'), name('several'), name('now'), name('mark')]
+  const conds = [
+    ...(spec.project !== undefined ? [`project_id = ${params.add(spec.project)}`] : []),
+    ...(spec.upTo !== undefined ? [`seq <= ${bound(spec.upTo)}`] : []),
+    ...(spec.span ? [spanSql(spec.span, params)] : []),
+  ]
+  const where = (...more: string[]) => ([...conds, ...more].length ? ` WHERE ${[...conds, ...more].join(' AND ')}` : '')
+  const cols = columns.join(', ')
+  // The calls of several parts merged (latest non-null value per field, as merged()), from their parts meeting `cond`.
+  const fold = (cond: string) =>
+    `SELECT project_id, id, ${columns.map(latest).join(', ')}, max(deleted_at) AS deleted_at
+      FROM ${parts} SEMI JOIN ${several} USING (project_id, id) WHERE ${cond} GROUP BY project_id, id`
+  return {
+    withs: [
+      `${ids} AS MATERIALIZED (SELECT DISTINCT project_id, id FROM all_parts${where(`seq > ${bound(spec.after)}`)})`,
+      `${parts} AS MATERIALIZED (SELECT seq, project_id, id, ${cols}, deleted_at FROM all_parts SEMI JOIN ${ids} USING (project_id, id)${where()})`,
+      `${several} AS MATERIALIZED (SELECT project_id, id FROM ${parts} GROUP BY project_id, id HAVING count(*) > 1)`,
+      `${now} AS MATERIALIZED (SELECT project_id, id, ${cols}, deleted_at FROM ${parts} ANTI JOIN ${several} USING (project_id, id)
+        UNION ALL ${fold('true')})`,
+      `${mark} AS MATERIALIZED (${fold(`seq <= ${bound(spec.after)}`)})`,
+    ],
+    touched: relation(`SELECT project_id, id FROM ${ids}`),
+    now: relation(now),
+    atMark: relation(mark),
+  }
 }
 
 /** Ids in the span, its ends bound: a condition the Parquet scans prune row groups by (see IdSpan). */
