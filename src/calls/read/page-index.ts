@@ -56,7 +56,7 @@ export async function indexPageIds(project: string, opts: QueryOptions, readAll:
     // Whether the window covers every call: the index's groups all, and fewer newer start parts than asked for.
     let all = from === null
     if (windowed) {
-      const t = round === 0 ? start : await newerStart(project, newerRows, readAll)
+      const t = round === 0 && start !== null ? start : await newerStart(project, newerRows, readAll)
       if (t !== null) {
         from = from === null || t > from ? t : from
         all = false
@@ -102,7 +102,7 @@ function pageIds(rows: Record<string, unknown>[]): PageIds {
  * is visible (the reader waits for that first), so a write acknowledged before the page was asked for is
  * seen here: its part is in `newer_parts` until a compaction has put it in the index, and both views change
  * in one transaction. Without newer parts the page is the index's alone (pageIdsSql). With them, also the first
- * window's newer start (newerStart, for `newerRows`) in the same statement.
+ * window's newer start from the tail (newerStartSql, for `newerRows`) in the same statement.
  */
 async function projectGroups(
   project: string,
@@ -133,12 +133,18 @@ async function projectGroups(
 async function newerStart(project: string, rows: number, readAll: ReadAll): Promise<bigint | null> {
   const params = new Params()
   const p = params.add(project)
-  const found = await readAll(`SELECT (${newerStartSql(p, params.add(rows))}) AS t`, params)
+  const found = await readAll(`SELECT (${nthNewestSql('newer_parts', p, params.add(rows))}) AS t`, params)
   return (found[0]?.t ?? null) as bigint | null
 }
 
-/** newerStart's value as a scalar subquery ($p: the project, $rows: rows): see nthNewestSql. */
-const newerStartSql = (p: string, rows: string) => nthNewestSql('newer_parts', p, rows)
+/**
+ * The first window's newer start as a scalar subquery ($p: the project, $rows: rows), from the tail alone: null when
+ * the tail holds fewer than `rows` start parts (newerStart then reads all the newer parts). The tail's rows-th newest
+ * start is no later than the newer parts' (it is among them), so its window holds at least as many calls; under
+ * ingest the newest calls are in the tail, and reading only it left the flushed segments unread: in a soak, the
+ * statement that also asks for the index's groups took 36 ms (median) with every newer part read.
+ */
+const newerStartSql = (p: string, rows: string) => nthNewestSql('tail_parts', p, rows)
 
 /**
  * The epoch µs of the rows-th newest `started_at` of a project's parts in `from`, or NULL when it has fewer, as a
