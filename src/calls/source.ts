@@ -85,8 +85,6 @@ export interface SinceSpec {
  */
 export interface SinceMerge {
   withs: string[]
-  /** The (project_id, id) of the touched calls. */
-  touched: CallRelation
   /** Those calls merged from all their parts (up to `upTo`), deleted ones too (`deleted_at`). */
   now: CallRelation
   /** Those calls merged from their parts up to `after`; a call with none then has no row. */
@@ -149,14 +147,9 @@ export interface CallSource {
   touchedSpan(spec: TouchedSpec, params: Params): string
   /**
    * The calls of `ids` (a relation of project_id, id) merged from their parts up to `upTo` (all when null), deleted ones
-   * too (`deleted_at`); `within`: every id of `ids` lies in this span, bound into `params`.
+   * too (`deleted_at`).
    */
-  merged(
-    ids: CallRelation,
-    columns: readonly CallColumn[],
-    upTo: SeqBound | null,
-    within?: { span: IdSpan; params: Params } | null,
-  ): CallRelation
+  merged(ids: CallRelation, columns: readonly CallColumn[], upTo: SeqBound | null): CallRelation
   /**
    * The calls with a part past `spec.after` merged now and at `after`, in one pass over their parts (mergedSince's WITH
    * items, named from `prefix`): the same rows as merged() of touched() at both bounds, cheaper (see read/facts.ts).

@@ -26,7 +26,6 @@ import type {
   CallRelation,
   CallSession,
   CallSource,
-  IdSpan,
   MatchView,
   SeqBound,
   SinceMerge,
@@ -225,13 +224,8 @@ export class CallStore implements CallSource {
     return touchedSpanSql(spec, params)
   }
 
-  merged(
-    ids: CallRelation,
-    columns: readonly CallColumn[],
-    upTo: SeqBound | null,
-    within?: { span: IdSpan; params: Params } | null,
-  ): CallRelation {
-    return mergedCalls(ids, columns, upTo, within)
+  merged(ids: CallRelation, columns: readonly CallColumn[], upTo: SeqBound | null): CallRelation {
+    return mergedCalls(ids, columns, upTo)
   }
 
   mergedSince(spec: SinceSpec, columns: readonly CallColumn[], params: Params, prefix: string): SinceMerge {

@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { progress, type Task } from '../core/progress.js'
-import type { CallRelation, CallSession, CallSource, IdSpan, SinceMerge } from '../calls/source.js'
+import type { CallColumn, CallSession, CallSource, IdSpan, SinceMerge } from '../calls/source.js'
 import { mergeTouched } from './fresh-span.js'
 import { Params } from '../query/params.js'
 import { cleanStatements } from './rollups-clean.js'
@@ -438,17 +438,23 @@ export class Rollups {
   /**
    * The correction's inputs for a statement to hold once in its WITH list (SinceMerge, its items named from `prefix`),
    * where several of its pieces and tiers each need the correction (see the file comment): the calls with parts past
-   * `x`, merged now and as they were at `x`. Null when no part is past `x`: every part acknowledged before this call
+   * `x`, merged now and as they were at `x`, with `columns` (correctionColumns). Null when no part is past `x`: every part acknowledged before this call
    * is at or below lastSeq. (Each piece merged the tail's calls again: three to six times per `/calls/stats` statement
    * of a dashboard's last hour.)
    */
-  freshInputs(project: string, params: Params, prefix: string, span?: IdSpan | null): SinceMerge | null {
+  freshInputs(
+    project: string,
+    params: Params,
+    prefix: string,
+    span: IdSpan | null | undefined,
+    columns: readonly CallColumn[],
+  ): SinceMerge | null {
     if (this.store.lastSeq <= this.x) return null
     this.wanted()
-    return this.store.mergedSince({ project, after: MARK, span }, FACT_COLUMNS, params, prefix)
+    return this.store.mergedSince({ project, after: MARK, span }, columns, params, prefix)
   }
 
-  /** The correction of one table and tier from the touched calls merged now and at `x` (FROM items: see fresh). */
+  /** The correction of one table and tier from the touched calls merged now and at `x` (FROM items: see freshInputs). */
   freshOf(now: string, atMark: string, table: Table, tier: Tier): string {
     const t = storedAs(table, tier)
     return `${contribution(now, 1, t, tier)} UNION ALL ${contribution(atMark, -1, t, tier)}`

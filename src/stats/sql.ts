@@ -10,6 +10,7 @@ import { inBuckets, type Piece, type StatsContext } from './plan.js'
 import {
   TOKEN_METRICS,
   TOKEN_NAMES,
+  correctionColumns,
   slotMs,
   storedAs,
   tableName,
@@ -382,7 +383,7 @@ export function usageStatement(input: PiecesInput): Statement {
 export function correctionStatement(input: PiecesInput, withPieces = false): Statement | null {
   const { ctx, rollups } = input
   const params = new Params()
-  const f = rollups.freshInputs(ctx.project_id, params, 'fr', input.span)
+  const f = rollups.freshInputs(ctx.project_id, params, 'fr', input.span, correctionColumns(ctx.usageCols.length > 0))
   if (!f) return null
   const { tokens, costs } = usageShape(ctx)
   const ctes = ctesSql(params, ctx.starts, ctx.usageCols.length && costs ? ctx.spans : [])
@@ -427,7 +428,7 @@ export function countStatement(
   if (dims === null) return null
   const conds = dims.conds
   const p = params.add(project)
-  const f = rollups.freshInputs(project, params, 'fr', span)
+  const f = rollups.freshInputs(project, params, 'fr', span, correctionColumns(false))
   const where = conds.length ? ` WHERE ${conds.join(' AND ')}` : ''
   const fresh = f ? ` UNION ALL ${rollups.freshOf(f.now, f.atMark, 'calls', dims.tier)}` : ''
   const withs = f ? `WITH ${f.withs.join(', ')} ` : ''

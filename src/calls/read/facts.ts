@@ -48,14 +48,8 @@ function touchedWhere(spec: TouchedSpec, params: Params): string {
   return conds.length ? ` WHERE ${conds.join(' AND ')}` : ''
 }
 
-export function mergedCalls(
-  ids: CallRelation,
-  columns: readonly CallColumn[],
-  upTo: SeqBound | null,
-  within?: { span: IdSpan; params: Params } | null,
-): CallRelation {
-  const conds = [...(within ? [spanSql(within.span, within.params)] : []), ...(upTo === null ? [] : [`seq <= ${bound(upTo)}`])]
-  const where = conds.length ? `WHERE ${conds.join(' AND ')}` : ''
+export function mergedCalls(ids: CallRelation, columns: readonly CallColumn[], upTo: SeqBound | null): CallRelation {
+  const where = upTo === null ? '' : `WHERE seq <= ${bound(upTo)}`
   return relation(`(${merged(columns, false)} SEMI JOIN (${ids}) f USING (project_id, id) ${where} GROUP BY project_id, id)`)
 }
 
@@ -63,9 +57,9 @@ export function mergedCalls(
  * The touched calls merged now and at the mark in one pass over their parts. A call with one part (most: the ingest
  * worker folds an SDK's start and end sent in one batch) is that part as it is, and had no state at the mark (its one
  * part is past it); only calls with several parts go through the merge's aggregate, which copied every value into its
- * states. A correction of 60,000 one-part calls in the tail took 106-151 ms as two merges of the touched calls (each
- * joining all their parts to them again), 68-127 so (bench/README, 2026-12-08). `prefix` names the WITH items: a
- * constant of the caller's.
+ * states. With 60,000 one-part calls in the tail, `/calls/stats` of the last hour took 125 / 155 ms (medians of two
+ * rounds) merging them twice (now and at the mark, each joining all their parts to them again), 75 / 87 so
+ * (docs/statistics.md). `prefix` names the WITH items: a constant of the caller's.
  */
 export function mergedSinceSql(spec: SinceSpec, columns: readonly CallColumn[], params: Params, prefix: string): SinceMerge {
   const name = (x: string) => `${prefix}_${x}`
@@ -90,7 +84,6 @@ export function mergedSinceSql(spec: SinceSpec, columns: readonly CallColumn[], 
         UNION ALL ${fold('true')})`,
       `${mark} AS MATERIALIZED (${fold(`seq <= ${bound(spec.after)}`)})`,
     ],
-    touched: relation(`SELECT project_id, id FROM ${ids}`),
     now: relation(now),
     atMark: relation(mark),
   }
