@@ -58,8 +58,6 @@ export interface TouchedSpec {
   upTo?: SeqBound
   /** Calls with ids in [from, before); a null end is open. */
   ids?: readonly [string | null, string | null]
-  /** Calls with ids in [lo, hi], both ends included (see IdSpan). */
-  span?: IdSpan
 }
 
 /**

@@ -438,9 +438,9 @@ export class Rollups {
   /**
    * The correction's inputs for a statement to hold once in its WITH list (SinceMerge, its items named from `prefix`),
    * where several of its pieces and tiers each need the correction (see the file comment): the calls with parts past
-   * `x`, merged now and as they were at `x`, with `columns` (correctionColumns). Null when no part is past `x`: every part acknowledged before this call
-   * is at or below lastSeq. (Each piece merged the tail's calls again: three to six times per `/calls/stats` statement
-   * of a dashboard's last hour.)
+   * `x`, merged now and as they were at `x`, with `columns` (correctionColumns). Null when no part is past `x`: every
+   * part acknowledged before this call is at or below lastSeq. (Each piece merged the tail's calls again: three to six
+   * times per `/calls/stats` statement of a dashboard's last hour.)
    */
   freshInputs(
     project: string,

@@ -44,7 +44,6 @@ function touchedWhere(spec: TouchedSpec, params: Params): string {
   const [from, before] = spec.ids ?? [null, null]
   if (from !== null) conds.push(`id >= ${params.add(from)}`)
   if (before !== null) conds.push(`id < ${params.add(before)}`)
-  if (spec.span) conds.push(spanSql(spec.span, params))
   return conds.length ? ` WHERE ${conds.join(' AND ')}` : ''
 }
 
